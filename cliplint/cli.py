@@ -1,0 +1,163 @@
+"""click entry point: flags -> Config -> engine -> reporter -> exit code.
+
+Exit codes (ruff's): 0 no findings, 1 findings, 2 usage/config error or internal failure.
+`--exit-zero` turns 1 into 0 but never hides a 2.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from typing import List, Optional, Sequence
+
+import click
+
+from . import __version__
+from .config import Config, ConfigError, Overrides
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _split(values: Sequence[str]) -> List[str]:
+    """`--select CL001,CL003 --select CL004` -> [CL001, CL003, CL004]."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+class DefaultToCheck(click.Group):
+    """`cliplint PATH...` means `cliplint check PATH...`; subcommand names win."""
+
+    def parse_args(self, ctx, args):
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
+            args = ["check", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cliplint")
+def main() -> None:
+    """Find gradient-clipping and loss-numerics mistakes in TensorFlow/Keras training code.
+
+    `cliplint PATH...` is short for `cliplint check PATH...`.
+    """
+
+
+def _formats() -> List[str]:
+    from .report import FORMATS
+
+    return list(FORMATS)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--select", multiple=True, help="Rules to enable (codes, prefixes, names; comma-separated). Replaces the default.")
+@click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection.")
+@click.option("--ignore", multiple=True, help="Rules to disable.")
+@click.option("--exclude", multiple=True, help="Glob patterns to skip (replaces the default list).")
+@click.option("--extend-exclude", multiple=True, help="Glob patterns to skip, added to the default list.")
+@click.option("--force-exclude/--no-force-exclude", default=None,
+              help="Apply exclusions to paths given on the command line too (for pre-commit).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="Use this pyproject.toml for every file instead of discovering one per file.")
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--output-format", type=click.Choice(_formats()), default="text", show_default=True)
+@click.option("--output-file", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("--verify", is_flag=True, help="Confirm each finding by running it against the installed TensorFlow.")
+@click.option("--verify-timeout", type=float, default=30.0, show_default=True, help="Seconds per probe.")
+@click.option("-j", "--jobs", type=int, default=0, help="Worker processes (default: all cores).")
+@click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
+def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
+          isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout,
+          jobs, stdin_filename) -> None:
+    """Lint PATHS (files and folders; default: the current folder)."""
+    try:
+        config = Config(
+            Overrides(select=_split(select) if select else None, extend_select=_split(extend_select),
+                      ignore=_split(ignore), exclude=_split(exclude) if exclude else None,
+                      extend_exclude=_split(extend_exclude), force_exclude=force_exclude),
+            config_file=config_file, isolated=isolated)
+        if verify:
+            from .verify import require_tensorflow
+
+            require_tensorflow()
+        result = _lint(config, list(paths) or ["."], jobs or os.cpu_count() or 1, stdin_filename)
+        if verify:
+            from .verify import verify_findings
+
+            result.findings = verify_findings(result.findings, timeout=verify_timeout)
+    except ConfigError as err:
+        click.echo(f"cliplint: error: {err}", err=True)
+        sys.exit(EXIT_ERROR)
+    _emit(result, output_format, output_file, statistics, quiet, verify)
+    sys.exit(_exit_code(result, exit_zero, verify))
+
+
+def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str]):
+    from .engine import RunResult, lint_stdin, run
+
+    if paths == ["-"]:
+        data = sys.stdin.buffer.read()
+        findings, crashed = lint_stdin(data, stdin_filename or "-", config)
+        return RunResult(findings, 1, crashed)
+    return run(paths, config, jobs)
+
+
+def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,
+          verified: bool) -> None:
+    from .report import FORMATS, RunInfo
+    from .report.text import statistics as statistics_table
+
+    color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified))
+    if statistics and output_format == "text":
+        text = statistics_table(result.findings) + "\n" if result.findings else text
+    if output_file:
+        from .engine import write_atomically
+
+        write_atomically(output_file, text)
+    else:
+        click.echo(text, nl=False)
+
+
+def _exit_code(result, exit_zero: bool, verified: bool) -> int:
+    if result.crashed:
+        return EXIT_ERROR
+    counted = [f for f in result.findings
+               if not (verified and f.verification and f.verification["verdict"] == "not-reproduced")]
+    return EXIT_FINDINGS if counted and not exit_zero else EXIT_CLEAN
+
+
+@main.command("rules")
+def list_rules() -> None:
+    """List every rule with its code, name, severity and summary."""
+    from .rules import ALL_RULES, UNREADABLE
+
+    click.echo(f"{UNREADABLE[0]}  {UNREADABLE[1]:<34} error    {UNREADABLE[2]}")
+    for code, rule in ALL_RULES.items():
+        click.echo(f"{code}  {rule.name:<34} {rule.severity:<8} {rule.summary}")
+
+
+@main.command()
+@click.argument("rule")
+def explain(rule: str) -> None:
+    """Print a rule's documentation (code or name): why it is bad, example, use instead."""
+    from .config import resolve_codes
+    from .rules import ALL_RULES, UNREADABLE
+
+    try:
+        codes = resolve_codes([rule], "explain")
+    except ConfigError as err:
+        click.echo(f"cliplint: error: {err}", err=True)
+        sys.exit(EXIT_ERROR)
+    for code in sorted(codes):
+        if code == UNREADABLE[0]:
+            click.echo(textwrap.dedent(f"""\
+                # {UNREADABLE[0]} {UNREADABLE[1]}
+
+                {UNREADABLE[2]} Reported with the location and the reason (syntax error,
+                undeclared encoding, binary or oversized file, unreadable path, a rule that crashed);
+                the other files are still linted."""))
+        else:
+            click.echo(ALL_RULES[code].doc())

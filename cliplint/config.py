@@ -1,0 +1,290 @@
+"""`[tool.cliplint]` in pyproject.toml: select, ignore, per-file-ignores, exclude.
+
+Discovery is ruff's: each file uses the closest `pyproject.toml` that has a `[tool.cliplint]`
+table, walking up from the file. Settings are not merged across files; command-line flags
+override every file. `--config FILE` uses one file for all, `--isolated` none.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore
+
+
+
+@lru_cache(maxsize=1)
+def rule_codes() -> Tuple[Tuple[str, ...], Dict[str, str]]:
+    """(every code, name -> code). Imported late: the rules import the engine, which imports this."""
+    from .rules import ALL_RULES, UNREADABLE
+
+    codes = (UNREADABLE[0], *ALL_RULES)
+    names = {UNREADABLE[1]: UNREADABLE[0], **{rule.name: code for code, rule in ALL_RULES.items()}}
+    return codes, names
+
+DEFAULT_EXCLUDE = (
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox", ".pants.d",
+    ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", "__pypackages__", "_build", "buck-out",
+    "dist", "node_modules", "venv", "__pycache__", ".cliplint_cache", "site-packages",
+    ".ipynb_checkpoints",
+)
+KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
+        "force-exclude", "respect-gitignore", "max-file-size", "config-files"}
+DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+
+
+class ConfigError(Exception):
+    """A configuration or usage mistake: reported in one line, exit code 2."""
+
+
+def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
+    """Codes, prefixes (`CL00`), names (`log-of-softmax`) and `ALL` to a set of codes."""
+    all_codes, names = rule_codes()
+    codes = set()
+    for selector in selectors:
+        if not isinstance(selector, str):
+            raise ConfigError(f"{where}: expected rule codes as strings, got {selector!r}")
+        token = selector.strip()
+        if token.upper() == "ALL":
+            codes.update(all_codes)
+        elif token.lower() in names:
+            codes.add(names[token.lower()])
+        elif re.fullmatch(r"[A-Za-z]+\d*", token) and any(c.startswith(token.upper()) for c in all_codes):
+            codes.update(c for c in all_codes if c.startswith(token.upper()))
+        else:
+            raise ConfigError(f"{where}: unknown rule selector {selector!r} (known: {', '.join(all_codes)})")
+    return frozenset(codes)
+
+
+def glob_to_regex(pattern: str) -> re.Pattern:
+    """A gitignore-style glob: `**` crosses directories, `*` and `?` do not."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            end = pattern.find("]", i)
+            if end == -1:
+                out.append(re.escape(pattern[i]))
+                i += 1
+            else:
+                out.append(fnmatch.translate(pattern[i:end + 1])[4:-3])
+                i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def path_matches(pattern: str, relative: str) -> bool:
+    """Does a path (posix, relative to the config's folder) match an exclude/ignore pattern?
+
+    A pattern without a slash matches any path component (`venv`, `*.pyi`); one with a slash
+    matches the path or one of the folders above it (`fixtures/`, `tests/**`).
+    """
+    pattern = pattern.replace("\\", "/")
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    pattern = pattern.rstrip("/")
+    regex = _compiled(pattern)
+    parts = relative.split("/")
+    if "/" not in pattern:
+        return any(regex.match(part) for part in parts)
+    return any(regex.match("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+
+
+@lru_cache(maxsize=1024)
+def _compiled(pattern: str) -> re.Pattern:
+    return glob_to_regex(pattern)
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: str  # the folder patterns are relative to
+    source: Optional[str] = None  # the pyproject.toml these came from
+    select: Optional[FrozenSet[str]] = None
+    extend_select: FrozenSet[str] = frozenset()
+    ignore: FrozenSet[str] = frozenset()
+    per_file_ignores: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+    exclude: Tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: Tuple[str, ...] = ()
+    force_exclude: bool = False
+    respect_gitignore: bool = True
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    config_files: Tuple[str, ...] = ()
+
+    def relative(self, path: str) -> str:
+        return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+
+    def enabled_codes(self, path: str) -> FrozenSet[str]:
+        codes = (self.select if self.select is not None else frozenset(rule_codes()[0])) | self.extend_select
+        codes -= self.ignore
+        relative = self.relative(path)
+        for pattern, ignored in self.per_file_ignores:
+            negated = pattern.startswith("!")
+            if path_matches(pattern[1:] if negated else pattern, relative) != negated:
+                codes -= ignored
+        return codes
+
+    def excluded(self, path: str) -> bool:
+        relative = self.relative(path)
+        if relative.startswith(".."):
+            relative = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
+        return any(path_matches(p, relative) for p in (*self.exclude, *self.extend_exclude))
+
+    def fingerprint(self) -> str:
+        """What in these settings can change a file's findings (for the cache key)."""
+        return repr((sorted(self.select or ()), sorted(self.extend_select), sorted(self.ignore),
+                     self.per_file_ignores, self.max_file_size))
+
+
+def _table(path: str) -> Optional[dict]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: invalid TOML: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from None
+    tool = data.get("tool")
+    table = tool.get("cliplint") if isinstance(tool, dict) else None
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.cliplint] must be a table")
+    return table
+
+
+def _strings(value, key: str, where: str) -> Tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def settings_from_table(table: dict, root: str, source: str) -> Settings:
+    where = f"{source} [tool.cliplint]"
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
+    settings = Settings(root=root, source=source)
+    changes: Dict[str, object] = {}
+    if "select" in table:
+        changes["select"] = resolve_codes(_strings(table["select"], "select", where), where)
+    if "extend-select" in table:
+        changes["extend_select"] = resolve_codes(_strings(table["extend-select"], "extend-select", where), where)
+    if "ignore" in table:
+        changes["ignore"] = resolve_codes(_strings(table["ignore"], "ignore", where), where)
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
+        changes["per_file_ignores"] = tuple(
+            (pattern, resolve_codes(_strings(codes, f"per-file-ignores.{pattern}", where), where))
+            for pattern, codes in pfi.items())
+    if "exclude" in table:
+        changes["exclude"] = _strings(table["exclude"], "exclude", where)
+    if "extend-exclude" in table:
+        changes["extend_exclude"] = _strings(table["extend-exclude"], "extend-exclude", where)
+    if "config-files" in table:
+        changes["config_files"] = _strings(table["config-files"], "config-files", where)
+    for key in ("force-exclude", "respect-gitignore"):
+        if key in table:
+            if not isinstance(table[key], bool):
+                raise ConfigError(f"{where}: `{key}` must be true or false, got {table[key]!r}")
+            changes[key.replace("-", "_")] = table[key]
+    if "max-file-size" in table:
+        size = table["max-file-size"]
+        if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
+            raise ConfigError(f"{where}: `max-file-size` must be a positive number of bytes, got {size!r}")
+        changes["max_file_size"] = size
+    return replace(settings, **changes)
+
+
+@dataclass
+class Overrides:
+    """Command-line flags; each one that is set wins over every config file."""
+
+    select: Optional[Sequence[str]] = None
+    extend_select: Sequence[str] = ()
+    ignore: Sequence[str] = ()
+    exclude: Optional[Sequence[str]] = None
+    extend_exclude: Sequence[str] = ()
+    force_exclude: Optional[bool] = None
+
+    def apply(self, settings: Settings) -> Settings:
+        changes: Dict[str, object] = {}
+        if self.select is not None:
+            changes["select"] = resolve_codes(self.select, "--select")
+        if self.extend_select:
+            changes["extend_select"] = settings.extend_select | resolve_codes(self.extend_select, "--extend-select")
+        if self.ignore:
+            changes["ignore"] = settings.ignore | resolve_codes(self.ignore, "--ignore")
+        if self.exclude is not None:
+            changes["exclude"] = tuple(self.exclude)
+        if self.extend_exclude:
+            changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
+        if self.force_exclude is not None:
+            changes["force_exclude"] = self.force_exclude
+        return replace(settings, **changes)
+
+
+@dataclass
+class Config:
+    """Settings for every path of a run."""
+
+    overrides: Overrides = field(default_factory=Overrides)
+    config_file: Optional[str] = None  # --config
+    isolated: bool = False  # --isolated
+    _by_dir: Dict[str, Settings] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.overrides.apply(Settings(root=os.getcwd()))  # validate flags early
+        if self.config_file is not None:
+            table = _table(self.config_file)
+            if table is None:
+                raise ConfigError(f"{self.config_file}: no [tool.cliplint] table")
+            self._fixed = self.overrides.apply(settings_from_table(table, os.getcwd(), self.config_file))
+        elif self.isolated:
+            self._fixed = self.overrides.apply(Settings(root=os.getcwd()))
+        else:
+            self._fixed = None
+
+    def for_path(self, path: str) -> Settings:
+        if self._fixed is not None:
+            return self._fixed
+        directory = os.path.dirname(os.path.abspath(path))
+        return self._for_dir(directory)
+
+    def _for_dir(self, directory: str) -> Settings:
+        cached = self._by_dir.get(directory)
+        if cached is not None:
+            return cached
+        candidate = os.path.join(directory, "pyproject.toml")
+        table = _table(candidate) if os.path.isfile(candidate) else None
+        parent = os.path.dirname(directory)
+        if table is not None:
+            settings = self.overrides.apply(settings_from_table(table, directory, candidate))
+        elif parent != directory:
+            settings = self._for_dir(parent)
+        else:
+            settings = self.overrides.apply(Settings(root=os.getcwd()))
+        self._by_dir[directory] = settings
+        return settings
+
+    def all_sources(self) -> List[str]:
+        return sorted({s.source for s in self._by_dir.values() if s.source})

@@ -1,0 +1,502 @@
+"""Find files -> cheap prefilter -> parse once -> all rules in one pass -> suppressions.
+
+The tree is walked once to build an index (nodes by type, parents, source order); every
+rule queries that index. Positions cost a second libcst pass, so they are resolved only
+for files that have something to report.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import tokenize
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .flow import Flow
+from .config import glob_to_regex
+from .names import ImportTable
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based, in code points
+    end_line: int
+    end_column: int  # 1-based, exclusive (the column after the last character)
+    code: str
+    name: str
+    severity: str  # "error" | "warning"
+    message: str
+    probe: Optional[dict] = field(default=None, compare=False, repr=False)
+    verification: Optional[dict] = field(default=None, compare=False)
+    cell: Optional[int] = None
+
+    def sort_key(self) -> Tuple:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+
+@dataclass
+class Report:
+    """What a rule says about one node; the engine turns it into a Finding."""
+
+    node: cst.CSTNode
+    message: str
+    severity: Optional[str] = None
+    probe: Optional[dict] = None
+
+
+def bad_input(path: str, reason: str, line: int = 1, column: int = 1, cell: Optional[int] = None) -> Finding:
+    """A CL000 finding: the file could not be read, decoded or parsed."""
+    return Finding(path, line, column, line, column, "CL000", "unreadable-file", "error", reason, cell=cell)
+
+
+class Context:
+    """One parsed module, indexed once, shared by every rule."""
+
+    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.imports = ImportTable()
+        self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {}
+        self.pre: Dict[cst.CSTNode, int] = {}
+        self.post: Dict[cst.CSTNode, int] = {}
+        self._by_type: Dict[type, List[cst.CSTNode]] = {}
+        module.visit(_Indexer(self))
+        for node in self.nodes(cst.Import, cst.ImportFrom):
+            self.imports.add(node)
+        self.flow = Flow(self)
+
+    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
+        """All nodes of the given types, in source order."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        found = [n for t in types for n in self._by_type.get(t, [])]
+        return sorted(found, key=self.pre.__getitem__)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        node = self.parent.get(node)
+        while node is not None:
+            yield node
+            node = self.parent.get(node)
+
+    def encloses(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        return self.pre[outer] <= self.pre[inner] and self.post[inner] <= self.post[outer]
+
+    def qualify(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Canonical TF/Keras name of an expression, through imports and local aliases."""
+        name = self.imports.qualify(expr)
+        if name is None and isinstance(expr, (cst.Name, cst.Attribute)):
+            name = self.flow.alias_of(expr)
+        return name
+
+    def call_name(self, node: cst.CSTNode) -> Optional[str]:
+        return self.qualify(node.func) if isinstance(node, cst.Call) else None
+
+    def text(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+class _Indexer(cst.CSTVisitor):
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.stack: List[cst.CSTNode] = []
+        self.counter = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        ctx = self.ctx
+        ctx.parent[node] = self.stack[-1] if self.stack else None
+        ctx.pre[node] = self.counter
+        self.counter += 1
+        ctx._by_type.setdefault(type(node), []).append(node)
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+        self.ctx.post[original_node] = self.counter
+        self.counter += 1
+
+
+# --- reading and decoding ---------------------------------------------------------------
+
+def decode_python(path: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:
+    """Source text honouring PEP 263, or a CL000 finding saying why it cannot be read."""
+    if b"\x00" in data:
+        return None, bad_input(path, "binary file (contains NUL bytes); not linted")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as err:
+        return None, bad_input(path, f"invalid encoding declaration: {err}")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        declared = "declared" if encoding != "utf-8" else "no PEP 263 declaration, so UTF-8"
+        return None, bad_input(
+            path, f"cannot decode byte 0x{data[err.start]:02x} as {encoding} ({declared}); "
+            "add a '# -*- coding: ... -*-' line or re-encode the file", line, column)
+    except LookupError:
+        return None, bad_input(path, f"unknown encoding {encoding!r} in the coding declaration")
+    return text.lstrip("\ufeff"), None
+
+
+def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]]:
+    try:
+        return cst.parse_module(text), None
+    except cst.ParserSyntaxError as err:
+        first = str(err.message).splitlines()[0] if err.message else "invalid syntax"
+        return None, bad_input(path, f"syntax error: {first}", err.editor_line, err.editor_column)
+    except (RecursionError, MemoryError):
+        return None, bad_input(path, "file is nested too deeply to parse")
+    except Exception as err:  # libcst raises a few non-ParserSyntaxError errors on odd input
+        return None, bad_input(path, f"cannot parse: {type(err).__name__}: {err}")
+
+
+# --- suppressions -----------------------------------------------------------------------
+
+_NOQA = re.compile(r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_FILE_NOQA = re.compile(
+    r"^\s*#\s*cliplint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?\s*$", re.IGNORECASE)
+ALL = None  # a suppression without codes
+
+
+def _codes(text: Optional[str]) -> Optional[Set[str]]:
+    return None if not text else {c.upper() for c in re.split(r"[,\s]+", text.strip()) if c}
+
+
+def noqa_comments(source: str) -> Dict[int, Optional[Set[str]]]:
+    """Line -> suppressed codes (None = all) for each `# noqa` comment."""
+    found: Dict[int, Optional[Set[str]]] = {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        tokens = []
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            match = _NOQA.search(tok.string)
+            if match:
+                found[tok.start[0]] = _codes(match.group("codes"))
+    return found
+
+
+def file_noqa(source: str) -> Tuple[bool, Optional[Set[str]]]:
+    """(present, codes) for a file-level `# cliplint: noqa[: CODES]` on a line of its own."""
+    if "cliplint" not in source:
+        return False, None
+    for line in source.splitlines():
+        match = _FILE_NOQA.match(line)
+        if match:
+            return True, _codes(match.group("codes"))
+    return False, None
+
+
+def suppressed(code: str, lines: range, noqa: Dict[int, Optional[Set[str]]]) -> bool:
+    for line in lines:
+        if line in noqa and (noqa[line] is ALL or code in noqa[line]):
+            return True
+    return False
+
+
+# --- running the rules ------------------------------------------------------------------
+
+_EXPECTS_ERROR = {"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"}
+
+
+def _expects_error(ctx: Context, node: cst.CSTNode) -> bool:
+    """Inside `with pytest.raises(...)` / `self.assertRaises(...)`: a test of the very behaviour."""
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, cst.With):
+            for item in anc.items:
+                call = item.item
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                        and call.func.attr.value in _EXPECTS_ERROR:
+                    return True
+    return False
+
+
+def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, cst.SimpleStatementLine):
+            return anc
+        if isinstance(anc, (cst.BaseCompoundStatement, cst.IndentedBlock)):
+            break
+    return node
+
+
+def prefilter(data: bytes, rules: Sequence) -> bool:
+    """True when some enabled rule's marker token occurs in the raw bytes."""
+    return any(token in data for rule in rules for token in rule.tokens)
+
+
+def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None
+                ) -> Tuple[List[Finding], bool]:
+    """Findings for one Python source text; the bool is True when a rule crashed."""
+    shown = display_path or path
+    module, failure = parse(shown, text)
+    if failure:
+        return [failure], False
+    try:
+        ctx = Context(shown, text, module)
+    except RecursionError:
+        return [bad_input(shown, "file is nested too deeply to analyse")], False
+    reports: List[Tuple[object, Report]] = []
+    crashed: List[Finding] = []
+    for rule in rules:
+        try:
+            reports.extend((rule, r) for r in rule.check(ctx))
+        except Exception as err:  # one broken rule must not erase the others' findings
+            crashed.append(bad_input(
+                shown, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
+    if not reports:
+        return crashed, bool(crashed)
+    return _to_findings(ctx, reports) + crashed, bool(crashed)
+
+
+def _to_findings(ctx: Context, reports: List[Tuple[object, Report]]) -> List[Finding]:
+    positions = MetadataWrapper(ctx.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    noqa = noqa_comments(ctx.source)
+    file_level, file_codes = file_noqa(ctx.source)
+    findings: Dict[Tuple, Finding] = {}
+    for rule, report in reports:
+        if file_level and (file_codes is ALL or rule.code in file_codes):
+            continue
+        if _expects_error(ctx, report.node):
+            continue
+        span = positions[report.node]
+        stmt = positions.get(_statement_of(ctx, report.node), span)
+        if suppressed(rule.code, range(stmt.start.line, stmt.end.line + 1), noqa):
+            continue
+        finding = Finding(
+            ctx.path, span.start.line, span.start.column + 1, span.end.line, span.end.column + 1,
+            rule.code, rule.name, report.severity or rule.severity, report.message, report.probe)
+        findings.setdefault((finding.line, finding.column, finding.code), finding)
+    return list(findings.values())
+
+
+def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[str] = None
+               ) -> Tuple[List[Finding], bool]:
+    shown = display_path or path
+    if not prefilter(data, rules):
+        # Still report undecodable or binary files: the user asked for them to be linted.
+        _, failure = decode_python(shown, data)
+        return ([failure] if failure else []), False
+    text, failure = decode_python(shown, data)
+    if failure:
+        return [failure], False
+    return lint_module(path, text, rules, shown)
+
+
+# --- finding files ----------------------------------------------------------------------
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+class GitIgnore:
+    """The .gitignore files that apply below a folder (nested files included), gitignore rules."""
+
+    def __init__(self, rules: Tuple = ()) -> None:
+        self.rules = rules  # (base folder, regex, negated, directories only, anchored)
+
+    @staticmethod
+    def for_root(root: str) -> "GitIgnore":
+        """Start with the .gitignore files of the folders above `root`, up to the repository top."""
+        chain, directory = [], os.path.abspath(root)
+        while True:
+            chain.append(directory)
+            if os.path.exists(os.path.join(directory, ".git")):
+                break
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                chain = [os.path.abspath(root)]
+                break
+            directory = parent
+        ignore = GitIgnore()
+        for directory in reversed(chain[1:]):
+            ignore = ignore.entering(directory)
+        return ignore
+
+    def entering(self, directory: str) -> "GitIgnore":
+        path = os.path.join(directory, ".gitignore")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            return self
+        rules = list(self.rules)
+        for line in lines:
+            line = line.rstrip()
+            if not line or line.startswith("#"):
+                continue
+            negated = line.startswith("!")
+            line = line[1:] if negated else line
+            dir_only = line.endswith("/")
+            line = line.strip("/") if dir_only else line
+            anchored = "/" in line.lstrip("/") or line.startswith("/")
+            rules.append((directory, glob_to_regex(line.lstrip("/")), negated, dir_only, anchored))
+        return GitIgnore(tuple(rules))
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        result = False
+        for base, regex, negated, dir_only, anchored in self.rules:
+            if dir_only and not is_dir:
+                continue
+            relative = os.path.relpath(path, base).replace(os.sep, "/")
+            if relative.startswith(".."):
+                continue
+            subject = relative if anchored else relative.rsplit("/", 1)[-1]
+            if regex.match(subject):
+                result = not negated
+        return result
+
+
+@dataclass
+class Target:
+    path: str
+    display: str
+    settings: object
+    kind: str  # python | unreadable
+
+
+def display_path(path: str) -> str:
+    absolute = os.path.abspath(path)
+    cwd = os.getcwd()
+    if absolute == cwd or absolute.startswith(cwd + os.sep):
+        return os.path.relpath(absolute, cwd).replace(os.sep, "/")
+    return path
+
+
+def discover(paths: Sequence[str], config) -> Iterator[Target]:
+    """Files to lint: explicit files always (unless --force-exclude excludes them), folders walked."""
+    for given in paths:
+        settings = config.for_path(given if os.path.isdir(given) else given)
+        if not os.path.lexists(given):
+            yield Target(given, display_path(given), settings, "missing")
+        elif os.path.isdir(given):
+            if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
+                continue
+            yield from _walk(given, config, GitIgnore.for_root(given))
+        elif settings.force_exclude and settings.excluded(given):
+            continue
+        else:
+            yield Target(given, display_path(given), settings, "file")
+
+
+def _walk(root: str, config, ignore: GitIgnore) -> Iterator[Target]:
+    settings = config.for_path(os.path.join(root, "_"))
+    if settings.respect_gitignore:
+        ignore = ignore.entering(root)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as err:
+        yield Target(root, display_path(root), settings, f"unreadable folder: {err.strerror}")
+        return
+    for entry in entries:
+        path = entry.path
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if settings.excluded(path) or (settings.respect_gitignore and ignore.ignored(path, is_dir)):
+            continue
+        if is_dir:
+            if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
+                yield from _walk(path, config, ignore)
+        elif entry.name.endswith(PYTHON_SUFFIXES):
+            kind = "file" if os.path.exists(path) else "broken symlink"
+            yield Target(path, display_path(path), config.for_path(path), kind)
+
+
+# --- running ----------------------------------------------------------------------------
+
+@dataclass
+class RunResult:
+    findings: List[Finding]
+    files: int
+    crashed: bool
+
+
+def lint_target(target: Target) -> Tuple[List[Finding], bool]:
+    """All findings for one file, as its settings select them."""
+    from .rules import ALL_RULES  # rules import the engine, so not at module level
+
+    settings = target.settings
+    codes = settings.enabled_codes(target.path)
+    rules = [ALL_RULES[c] for c in codes if c in ALL_RULES]
+    findings, crashed = _read_and_lint(target, rules, settings)
+    return [f for f in findings if f.code in codes], crashed
+
+
+def _read_and_lint(target: Target, rules, settings) -> Tuple[List[Finding], bool]:
+    shown = target.display
+    if target.kind == "missing":
+        return [bad_input(shown, "no such file or folder")], False
+    if target.kind != "file":
+        return [bad_input(shown, target.kind)], False
+    try:
+        size = os.path.getsize(target.path)
+        if size > settings.max_file_size:
+            return [bad_input(shown, f"file is {size:,} bytes, above max-file-size "
+                                     f"({settings.max_file_size:,}); not linted")], False
+        with open(target.path, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
+    return lint_bytes(target.path, data, rules, shown)
+
+
+def run(paths: Sequence[str], config, jobs: int = 1) -> RunResult:
+    targets = list(discover(paths, config))
+    results = _map(lint_target, targets, jobs)
+    findings = [f for found, _ in results for f in found]
+    findings.sort(key=Finding.sort_key)
+    return RunResult(findings, len(targets), any(crashed for _, crashed in results))
+
+
+def _map(function, targets: List[Target], jobs: int) -> List:
+    # A pool costs ~0.1 s to start: only worth it for many files.
+    if jobs <= 1 or len(targets) < 2 * PARALLEL_MIN_FILES:
+        return [function(t) for t in targets]
+    from concurrent.futures import ProcessPoolExecutor
+
+    chunk = max(1, len(targets) // (jobs * 8))
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(function, targets, chunksize=chunk))
+
+
+PARALLEL_MIN_FILES = 16
+
+
+def lint_stdin(data: bytes, filename: str, config) -> Tuple[List[Finding], bool]:
+    """Standard input, reported (and configured) as `filename`."""
+    settings = config.for_path(filename)
+    if settings.force_exclude and settings.excluded(filename):
+        return [], False
+    target = Target(filename, display_path(filename) if filename != "-" else "-", settings, "file")
+    from .rules import ALL_RULES
+
+    codes = settings.enabled_codes(filename)
+    findings, crashed = lint_bytes(filename, data, [ALL_RULES[c] for c in codes if c in ALL_RULES], target.display)
+    return [f for f in findings if f.code in codes], crashed
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: never a half-written file."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".cliplint-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

@@ -1,0 +1,497 @@
+"""Small intra-function dataflow: where a local name's value came from.
+
+A binding is visible from a point in source order (after its statement, or inside the loop
+body for a loop target) until the next binding of the same name in the same scope. Loops
+are not iterated and branches are not merged: the latest binding in source order wins,
+which matches how training code is written and keeps every answer cheap.
+
+On top of that sit the facts several rules share: what is a gradient list (from
+`tape.gradient`, `tf.gradients`, `compute_gradients`, through names, unpacking,
+comprehensions and `zip`), which loop or comprehension name is one of its elements, and
+whether that element is guarded against `None`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+_SCOPES = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    scope: cst.CSTNode
+    kind: str  # assign | iter | with | param | def | append
+    value: Optional[cst.BaseExpression]  # right-hand side, iterable, default, appended item
+    path: Tuple[int, ...]  # position inside an unpacking target: `a, (b, c) = ...` -> c is (1, 1)
+    owner: cst.CSTNode  # the statement, loop, comprehension or function that binds
+    visible_from: int  # source-order index from which uses see it
+
+
+@dataclass(frozen=True)
+class GradList:
+    """A list of gradients, as far as the dataflow can tell."""
+
+    origin: cst.Call  # tape.gradient(...), tf.gradients(...), opt.compute_gradients(...)
+    pairs: bool  # elements are (gradient, variable) pairs
+    may_hold_none: bool  # an entry is None when a variable gets no gradient
+    filtered: bool  # None entries were removed, so it is shorter than the variable list
+    sources: Optional[cst.BaseExpression]  # the variables the gradient was taken for
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(current.children))
+
+
+def target_names(target: cst.CSTNode, path: Tuple[int, ...] = ()) -> Iterator[Tuple[cst.Name, Tuple[int, ...]]]:
+    """Names bound by an assignment or loop target, with their unpacking path."""
+    if isinstance(target, cst.Name):
+        yield target, path
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for i, element in enumerate(target.elements):
+            if isinstance(element, cst.Element):
+                yield from target_names(element.value, path + (i,))
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value, path)
+
+
+def is_none(node: Optional[cst.CSTNode]) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def tests_none(node: cst.CSTNode, name: str) -> bool:
+    """Does `node` compare `name` with None anywhere (`g is not None`, `g is None`, `g != None`)?"""
+    for sub in walk(node):
+        if isinstance(sub, cst.Comparison) and len(sub.comparisons) == 1:
+            left, right = sub.left, sub.comparisons[0].comparator
+            pair = {getattr(left, "value", None), getattr(right, "value", None)}
+            if name in pair and (is_none(left) or is_none(right)):
+                return True
+    return False
+
+
+def arg(call: cst.Call, index: int, keyword: Optional[str] = None) -> Optional[cst.BaseExpression]:
+    """The argument at position `index` or with keyword `keyword`."""
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if keyword is not None:
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value == keyword:
+                return a.value
+    return positional[index].value if index < len(positional) else None
+
+
+class Flow:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
+        self._collect()
+
+    # --- bindings -------------------------------------------------------------------------
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        for anc in self.ctx.ancestors(node):
+            if isinstance(anc, _SCOPES):
+                if isinstance(anc, cst.FunctionDef) and self._in_header(anc, node):
+                    continue
+                return anc
+        return self.ctx.module
+
+    def _in_header(self, func: cst.FunctionDef, node: cst.CSTNode) -> bool:
+        """Defaults and decorators are evaluated in the enclosing scope."""
+        return not self.ctx.encloses(func.body, node) and not self.ctx.encloses(func.params, node)
+
+    def _add(self, name: str, scope, kind, value, path, owner, visible_from) -> None:
+        self._bindings.setdefault((scope, name), []).append(
+            Binding(name, scope, kind, value, path, owner, visible_from))
+
+    def _collect(self) -> None:
+        ctx = self.ctx
+        for node in ctx.nodes(cst.Assign):
+            for target in node.targets:
+                self._bind_target(target.target, "assign", node.value, node, ctx.post[node])
+        for node in ctx.nodes(cst.AnnAssign):
+            if node.value is not None:
+                self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
+        for node in ctx.nodes(cst.For):
+            self._bind_target(node.target, "iter", node.iter, node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    self._bind_target(item.asname.name, "with", item.item, node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.FunctionDef):
+            outer = self.scope_of(node)
+            self._add(node.name.value, outer, "def", None, (), node, ctx.pre[node])
+            params = node.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                self._add(param.name.value, node, "param", param.default, (), node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.ClassDef):
+            self._add(node.name.value, self.scope_of(node), "def", None, (), node, ctx.pre[node])
+        for node in ctx.nodes(cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") \
+                    and isinstance(func.value, cst.Name) and node.args:
+                self._add(func.value.value, self.scope_of(node), "append", node.args[0].value, (),
+                          node, ctx.post[node])
+
+    def _bind_target(self, target, kind, value, owner, visible_from) -> None:
+        if isinstance(target, cst.Attribute):
+            dotted = self.ctx.text(target)
+            self._add(dotted, self.ctx.module, kind, value, (), owner, visible_from)
+            return
+        scope = self.scope_of(owner)
+        for name, path in target_names(target):
+            self._add(name.value, scope, kind, value, path, owner, visible_from)
+
+    def _comprehension_binding(self, use: cst.Name) -> Optional[Binding]:
+        """A name bound by an enclosing comprehension, or by a lambda mapped over an iterable."""
+        ctx = self.ctx
+        for anc in ctx.ancestors(use):
+            if isinstance(anc, _COMPREHENSIONS):
+                comp_for = anc.for_in
+                while comp_for is not None:
+                    if not ctx.encloses(comp_for.iter, use):
+                        for name, path in target_names(comp_for.target):
+                            if name.value == use.value:
+                                return Binding(use.value, anc, "iter", comp_for.iter, path, anc, ctx.pre[anc])
+                    comp_for = comp_for.inner_for_in
+            elif isinstance(anc, cst.Lambda):
+                names = [p.name.value for p in anc.params.params]
+                if use.value in names:
+                    return self._mapped_lambda(anc, use, names.index(use.value))
+            elif isinstance(anc, (cst.FunctionDef, cst.Module)):
+                return None
+        return None
+
+    def _mapped_lambda(self, lam: cst.Lambda, use: cst.Name, index: int) -> Binding:
+        call = self.ctx.parent.get(self.ctx.parent.get(lam))
+        iterable = None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map" \
+                and len(call.args) > index + 1:
+            iterable = call.args[index + 1].value
+        return Binding(use.value, lam, "iter" if iterable is not None else "param", iterable, (),
+                       lam, self.ctx.pre[lam])
+
+    def binding_of(self, use: cst.CSTNode) -> Optional[Binding]:
+        """The binding a Name (or a dotted `self.x` attribute) refers to at its position."""
+        if isinstance(use, cst.Attribute):
+            found = self._bindings.get((self.ctx.module, self.ctx.text(use)), [])
+            bound = [b for b in found if b.kind != "append"]
+            return bound[-1] if bound else None
+        if not isinstance(use, cst.Name):
+            return None
+        local = self._comprehension_binding(use)
+        if local is not None:
+            return local
+        at = self.ctx.pre[use]
+        scope = self.scope_of(use)
+        innermost = True
+        while scope is not None:
+            found = [b for b in self._bindings.get((scope, use.value), []) if b.kind != "append"]
+            if found:
+                before = [b for b in found if b.visible_from <= at]
+                if before:
+                    return max(before, key=lambda b: b.visible_from)
+                if not innermost:  # a closure sees the enclosing scope's final binding
+                    return found[-1]
+            if isinstance(scope, cst.Module):
+                return None
+            scope = self.scope_of(scope)
+            innermost = False
+        return None
+
+    def appended(self, use: cst.Name) -> List[cst.BaseExpression]:
+        """Items appended to the list `use` names, before `use`, in its scope."""
+        at = self.ctx.pre[use]
+        found = self._bindings.get((self.scope_of(use), use.value), [])
+        return [b.value for b in found if b.kind == "append" and b.visible_from <= at]
+
+    def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
+        """Follow plain `x = <expr>` assignments back to the expression that made the value."""
+        while isinstance(expr, (cst.Name, cst.Attribute)) and depth < MAX_DEPTH:
+            binding = self.binding_of(expr)
+            if binding is None or binding.kind != "assign" or binding.path or binding.value is None:
+                break
+            expr = binding.value
+            depth += 1
+        return expr
+
+    def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
+        if isinstance(expr, cst.Attribute):
+            head = self.alias_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else None
+            return f"{head}.{expr.attr.value}" if head else None
+        value = self.value_of(expr)
+        if value is expr or not isinstance(value, (cst.Name, cst.Attribute)):
+            return None
+        return self.ctx.imports.qualify(value)
+
+    def uses_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
+        """Loads of `name` in the same scope after `node`."""
+        scope = self.scope_of(node)
+        end = self.ctx.post[node]
+        return [n for n in self.ctx.nodes(cst.Name)
+                if n.value == name and self.ctx.pre[n] > end and self.scope_of(n) is scope
+                and not self._is_store(n)]
+
+    def _is_store(self, name: cst.Name) -> bool:
+        parent = self.ctx.parent.get(name)
+        return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
+            isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
+
+    # --- gradient lists -------------------------------------------------------------------
+
+    def is_tape(self, expr: cst.BaseExpression) -> bool:
+        value = expr
+        if isinstance(expr, cst.Name):
+            binding = self.binding_of(expr)
+            if binding is not None and binding.kind in ("with", "assign") and binding.value is not None:
+                value = binding.value
+            elif "tape" in expr.value.lower():
+                return True
+        if isinstance(value, cst.Call):
+            return self.ctx.call_name(value) == "tensorflow.GradientTape"
+        return isinstance(value, (cst.Name, cst.Attribute)) and "tape" in self.ctx.text(value).lower()
+
+    def gradient_list(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[GradList]:
+        if expr is None or depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            return self._gradient_name(expr, depth)
+        if isinstance(expr, cst.Call):
+            return self._gradient_call(expr, depth)
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) and self._index(expr) == 0 \
+                and self.ctx.call_name(expr.value) == "tensorflow.clip_by_global_norm":
+            return self.gradient_list(arg(expr.value, 0, "t_list"), depth + 1)
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            return self._gradient_comprehension(expr, depth)
+        return None
+
+    @staticmethod
+    def _index(sub: cst.Subscript) -> Optional[int]:
+        if len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index):
+            value = sub.slice[0].slice.value
+            if isinstance(value, cst.Integer):
+                return int(value.value)
+        return None
+
+    def _gradient_call(self, call: cst.Call, depth: int) -> Optional[GradList]:
+        func = call.func
+        name = self.ctx.call_name(call)
+        if name == "tensorflow.gradients" or (
+                isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value)):
+            zero = arg(call, 99, "unconnected_gradients")
+            may_none = zero is None or "ZERO" not in self.ctx.text(zero).upper()
+            sources = arg(call, 1, "sources" if name != "tensorflow.gradients" else "xs")
+            return GradList(call, False, may_none, False, sources)
+        if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
+            return GradList(call, True, True, False, arg(call, 1, "var_list"))
+        if isinstance(func, cst.Name) and func.value in ("list", "tuple") and call.args:
+            return self.gradient_list(call.args[0].value, depth + 1)
+        return None
+
+    def _gradient_name(self, name: cst.Name, depth: int) -> Optional[GradList]:
+        binding = self.binding_of(name)
+        if binding is None or binding.kind != "assign":
+            return None
+        if not binding.path:
+            return self.gradient_list(binding.value, depth + 1)
+        value = binding.value
+        if binding.path == (0,) and isinstance(value, cst.Call):
+            if self.ctx.call_name(value) == "tensorflow.clip_by_global_norm":
+                return self.gradient_list(arg(value, 0, "t_list"), depth + 1)
+            # grads, variables = zip(*grads_and_vars)
+            if isinstance(value.func, cst.Name) and value.func.value == "zip" and len(value.args) == 1 \
+                    and value.args[0].star == "*":
+                inner = self.gradient_list(value.args[0].value, depth + 1)
+                if inner is not None and inner.pairs:
+                    return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
+        return None
+
+    def _gradient_comprehension(self, comp, depth: int) -> Optional[GradList]:
+        comp_for = comp.for_in
+        if comp_for.inner_for_in is not None:
+            return None
+        element = self.element_of(comp_for.iter, comp_for.target, depth + 1)
+        if element is None:
+            return None
+        source, names = element
+        grad_name = names[0]
+        filtered = any(tests_none(cond.test, grad_name) for cond in comp_for.ifs)
+        elt = comp.elt
+        guarded = filtered or (isinstance(elt, cst.IfExp) and tests_none(elt.test, grad_name))
+        pairs = isinstance(elt, cst.Tuple) and len(elt.elements) == 2
+        if pairs:
+            elt = elt.elements[0].value
+        if not any(isinstance(n, cst.Name) and n.value == grad_name for n in walk(elt)):
+            return None  # e.g. `[v for g, v in zip(grads, vars)]`: the variables, not gradients
+        return GradList(source.origin, pairs, source.may_hold_none and not guarded,
+                        source.filtered or filtered, source.sources)
+
+    def element_of(self, iterable, target, depth: int = 0) -> Optional[Tuple[GradList, List[str]]]:
+        """When a loop over `iterable` binds gradient elements to `target`: (list, [grad name])."""
+        names = list(target_names(target))
+        if not names:
+            return None
+        by_path = {path: name.value for name, path in names}
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+            func = iterable.func.value
+            if func == "zip":
+                for i, zipped in enumerate(iterable.args):
+                    grads = self.gradient_list(zipped.value, depth + 1)
+                    if grads is not None and not grads.pairs and (i,) in by_path:
+                        return grads, [by_path[(i,)]]
+                return None
+            if func == "enumerate" and iterable.args:
+                grads = self.gradient_list(iterable.args[0].value, depth + 1)
+                if grads is not None and (1,) in by_path:
+                    return grads, [by_path[(1,)]]
+                return None
+        grads = self.gradient_list(iterable, depth + 1)
+        if grads is None:
+            return None
+        key = (0,) if grads.pairs else ()
+        return (grads, [by_path[key]]) if key in by_path else None
+
+    def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
+        """Is this name one element of a gradient list, bound by a loop or comprehension?"""
+        binding = self.binding_of(use)
+        if binding is None or binding.kind != "iter" or binding.value is None:
+            return None
+        owner = binding.owner
+        target = owner.target if isinstance(owner, cst.For) else self._comp_target(owner, use)
+        if target is None:  # lambda mapped over a list: its parameter is the element
+            grads = self.gradient_list(binding.value)
+            return (grads, binding) if grads is not None and not grads.pairs else None
+        element = self.element_of(binding.value, target)
+        if element is None or element[1][0] != use.value:
+            return None
+        return element[0], binding
+
+    def _comp_target(self, owner: cst.CSTNode, use: cst.Name) -> Optional[cst.CSTNode]:
+        comp_for = getattr(owner, "for_in", None)
+        while comp_for is not None:
+            if any(name.value == use.value for name, _ in target_names(comp_for.target)):
+                return comp_for.target
+            comp_for = comp_for.inner_for_in
+        return None
+
+    def none_guarded(self, use: cst.Name, binding: Binding) -> bool:
+        """Is the use of a gradient element protected by an `is (not) None` test?"""
+        owner = binding.owner
+        if isinstance(owner, cst.For):
+            return tests_none(owner.body, use.value)
+        if isinstance(owner, _COMPREHENSIONS):
+            comp_for = owner.for_in
+            while comp_for is not None:
+                if any(tests_none(cond.test, use.value) for cond in comp_for.ifs):
+                    return True
+                comp_for = comp_for.inner_for_in
+        for anc in self.ctx.ancestors(use):
+            if anc is owner:
+                break
+            if isinstance(anc, cst.IfExp) and tests_none(anc.test, use.value):
+                return True
+        return False
+
+    # --- constants and snippets -----------------------------------------------------------
+
+    def constant(self, expr: Optional[cst.BaseExpression], depth: int = 0):
+        """The literal value an expression is known to hold, else UNKNOWN.
+
+        Follows names to literal assignments, module constants and parameter defaults (the
+        default path: `def build(clip=1.0)` makes `clip` 1.0).
+        """
+        if expr is None or depth > MAX_DEPTH:
+            return UNKNOWN
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return expr.evaluated_value
+        if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+            inner = self.constant(expr.expression, depth + 1)
+            if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+                return -inner if isinstance(expr.operator, cst.Minus) else inner
+            return UNKNOWN
+        if isinstance(expr, cst.BinaryOperation):
+            return self._arithmetic(expr, depth)
+        if isinstance(expr, cst.SimpleString):
+            return expr.evaluated_value
+        if isinstance(expr, cst.Name):
+            if expr.value in ("None", "True", "False"):
+                return {"None": None, "True": True, "False": False}[expr.value]
+            binding = self.binding_of(expr)
+            if binding is not None and not binding.path and binding.kind in ("assign", "param"):
+                if binding.kind == "param" and binding.value is None:
+                    return UNKNOWN
+                return self.constant(binding.value, depth + 1)
+        return UNKNOWN
+
+    def _arithmetic(self, expr: cst.BinaryOperation, depth: int):
+        left = self.constant(expr.left, depth + 1)
+        right = self.constant(expr.right, depth + 1)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+        if not numbers:
+            return UNKNOWN
+        ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+               cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b if b else UNKNOWN}
+        op = ops.get(type(expr.operator))
+        return op(left, right) if op else UNKNOWN
+
+    def snippet(self, node: cst.CSTNode, extra: Tuple[cst.CSTNode, ...] = ()) -> dict:
+        """What the verifier needs to re-execute `node`: its source text, the imported names it
+        uses (canonical), and the literal values of the local names it uses."""
+        imports: Dict[str, str] = {}
+        constants: Dict[str, object] = {}
+        for part in (node, *extra):
+            for sub in walk(part):
+                if not isinstance(sub, cst.Name) or sub.value in imports or sub.value in constants:
+                    continue
+                qualified = self.ctx.imports.qualify(sub)
+                if qualified is not None:
+                    imports[sub.value] = qualified
+                    continue
+                value = self.constant(sub)
+                if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None))):
+                    constants[sub.value] = value
+        return {"code": self.ctx.text(node), "imports": imports, "constants": constants}
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+APPLY_METHODS = ("apply_gradients", "apply")
+_PASS_THROUGH = ("zip", "list", "tuple")
+
+
+def reaches_apply(flow: Flow, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Does the value `node` produces end up in `optimizer.apply_gradients(...)` in this scope?"""
+    ctx = flow.ctx
+    while depth <= MAX_DEPTH:
+        parent = ctx.parent.get(node)
+        if isinstance(parent, (cst.Arg, cst.Element)):
+            node = ctx.parent.get(parent)
+            if isinstance(node, cst.Call):
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in APPLY_METHODS:
+                    return True
+                if not (isinstance(func, cst.Name) and func.value in _PASS_THROUGH):
+                    return False
+            continue
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            return any(reaches_apply(flow, use, depth + 1)
+                       for target in parent.targets for name, path in target_names(target.target) if not path
+                       for use in flow.uses_after(name.value, parent))
+        return False
+    return False

@@ -1,0 +1,122 @@
+"""Import aliases and canonical TensorFlow/Keras names.
+
+`tf.keras.optimizers.Adam`, `keras.optimizers.Adam`, `tf_keras.optimizers.Adam` and
+`from tensorflow.keras.optimizers import Adam as A` all canonicalise to
+`keras.optimizers.Adam`; `tf.compat.v1.log` and `tf.log` to `tensorflow.math.log`.
+Only the module's import table is consulted: cheap, and enough for library symbols
+(local rebinding such as `s = tf.nn.softmax` is followed by `flow.py`).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import libcst as cst
+
+# Longest prefix first: each maps a spelling of a namespace to its canonical one.
+_PREFIXES = (
+    ("tensorflow.compat.v1.keras.", "keras."),
+    ("tensorflow.compat.v2.keras.", "keras."),
+    ("tensorflow.python.keras.", "keras."),
+    ("tensorflow.keras.", "keras."),
+    ("keras._tf_keras.keras.", "keras."),
+    ("keras.api._v2.keras.", "keras."),
+    ("tf_keras.", "keras."),
+    ("tensorflow.compat.v1.", "tensorflow."),
+    ("tensorflow.compat.v2.", "tensorflow."),
+    ("keras.optimizers.experimental.", "keras.optimizers."),
+)
+
+# Symbols TensorFlow exports under several names.
+_SYNONYMS = {
+    "tensorflow.log": "tensorflow.math.log",
+    "tensorflow.math.softmax": "tensorflow.nn.softmax",
+    "tensorflow.sigmoid": "tensorflow.math.sigmoid",
+    "tensorflow.nn.sigmoid": "tensorflow.math.sigmoid",
+    "tensorflow.norm": "tensorflow.linalg.norm",
+    "tensorflow.global_norm": "tensorflow.linalg.global_norm",
+    "tensorflow.multinomial": "tensorflow.random.categorical",
+    "tensorflow.random.multinomial": "tensorflow.random.categorical",
+    "tensorflow.clip_by_average_norm": "tensorflow.clip_by_norm",
+    "keras.ops.nn.softmax": "keras.ops.softmax",
+    "keras.ops.nn.sigmoid": "keras.ops.sigmoid",
+    "keras.ops.numpy.log": "keras.ops.log",
+}
+
+
+def canonical(dotted: str) -> str:
+    """The canonical spelling of a fully qualified name."""
+    if dotted in ("tensorflow.keras", "tf_keras", "tensorflow.python.keras"):
+        return "keras"
+    for prefix, replacement in _PREFIXES:
+        if dotted.startswith(prefix):
+            dotted = replacement + dotted[len(prefix):]
+    return _SYNONYMS.get(dotted, dotted)
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` for a chain of Name/Attribute nodes, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _module_text(node: Optional[cst.BaseExpression]) -> str:
+    return dotted_name(node) if node is not None else ""
+
+
+class ImportTable:
+    """Local name -> fully qualified name, from every import statement in a module."""
+
+    def __init__(self) -> None:
+        self.aliases: Dict[str, str] = {}
+
+    def add(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _module_text(alias.name)
+                if alias.asname is not None:
+                    self.aliases[alias.asname.name.value] = full
+                else:
+                    head = full.split(".")[0]
+                    self.aliases[head] = head
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            module = _module_text(node.module)
+            if isinstance(node.names, cst.ImportStar) or not module:
+                return
+            for alias in node.names:
+                local = alias.asname.name.value if alias.asname else _module_text(alias.name)
+                self.aliases[local] = f"{module}.{_module_text(alias.name)}"
+
+    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        """Canonical qualified name of `node` when its head is an imported name."""
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        full = self.aliases.get(head)
+        if full is None:
+            return None
+        return canonical(f"{full}.{rest}" if rest else full)
+
+    def uses_tensorflow(self) -> bool:
+        return any(canonical(full).split(".")[0] in ("tensorflow", "keras") for full in self.aliases.values())
+
+
+# Canonical symbol sets shared by several rules.
+OPTIMIZER_CLASSES = frozenset(
+    f"keras.optimizers.{name}"
+    for name in (
+        "Adam", "SGD", "RMSprop", "AdamW", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl",
+        "Lion", "Adafactor", "Lamb", "Optimizer", "Muon",
+    )
+) | frozenset(
+    f"keras.optimizers.legacy.{name}"
+    for name in ("Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl", "Optimizer")
+)
+OPTIMIZER_FACTORIES = frozenset({"keras.optimizers.get", "keras.optimizers.deserialize"})
+CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")

@@ -1,0 +1,26 @@
+"""Output formats. Each formatter turns the sorted findings of a run into text."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from ..engine import Finding
+from . import text, machine
+
+Formatter = Callable[[List[Finding], "RunInfo"], str]
+
+
+class RunInfo:
+    """What a formatter may need besides the findings."""
+
+    def __init__(self, files: int, color: bool = False, quiet: bool = False, verified: bool = False) -> None:
+        self.files = files
+        self.color = color
+        self.quiet = quiet
+        self.verified = verified
+
+
+FORMATS: Dict[str, Formatter] = {
+    "text": text.render,
+    "json": machine.json_array,
+    "json-lines": machine.json_lines,
+}

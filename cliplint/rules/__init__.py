@@ -1,0 +1,87 @@
+"""Rule base class and registry.
+
+A rule is one small class (Fixit style) carrying its code, kebab-case name, severity, a
+three-part doc (why / example / use instead), the byte tokens without which it cannot fire
+(the engine's prefilter), and VALID/INVALID examples that tests and docs are generated from.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from ..engine import Context, Report
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An example that must produce a finding of the rule at `line` (1-based)."""
+
+    source: str
+    line: int
+    contains: Optional[str] = None  # a phrase the message must include
+    severity: Optional[str] = None
+
+
+class Rule:
+    code: str = ""
+    name: str = ""
+    summary: str = ""
+    severity: str = "error"
+    tokens: Tuple[bytes, ...] = ()
+    why: str = ""
+    example: str = ""
+    instead: str = ""
+    VALID: List[str] = []
+    INVALID: List[Invalid] = []
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        raise NotImplementedError
+
+    @classmethod
+    def doc(cls) -> str:
+        """The rule's Markdown page: why it is bad, example, use instead."""
+        parts = [
+            f"# {cls.code} {cls.name}",
+            "",
+            f"{cls.summary}",
+            "",
+            f"Default severity: **{cls.severity}**.",
+            "",
+            "## Why is this bad?",
+            "",
+            textwrap.dedent(cls.why).strip(),
+            "",
+            "## Example",
+            "",
+            "```python",
+            textwrap.dedent(cls.example).strip(),
+            "```",
+            "",
+            "## Use instead",
+            "",
+            "```python",
+            textwrap.dedent(cls.instead).strip(),
+            "```",
+            "",
+            f"Examples checked by the test suite: {len(cls.VALID)} valid, {len(cls.INVALID)} invalid.",
+            "",
+        ]
+        return "\n".join(parts)
+
+
+def _discover() -> Dict[str, Rule]:
+    found: Dict[str, Rule] = {}
+    for info in pkgutil.iter_modules(__path__):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Rule) and value is not Rule and value.code:
+                found[value.code] = value()
+    return dict(sorted(found.items()))
+
+
+ALL_RULES: Dict[str, Rule] = _discover()
+# CL000 is not a rule class: the engine emits it for unreadable files and crashed rules.
+UNREADABLE = ("CL000", "unreadable-file", "The file could not be read, decoded or parsed.")

@@ -1,0 +1,184 @@
+"""CL001 conflicting-clip-options."""
+from __future__ import annotations
+
+from typing import Dict, Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import UNKNOWN, arg
+from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
+from . import Invalid, Rule
+
+Options = Dict[str, cst.BaseExpression]
+
+
+def construction_message(options) -> str:
+    """What really happens when these options are set together in the constructor."""
+    listed = " and ".join(f"`{o}`" for o in options)
+    if "clipnorm" in options and "global_clipnorm" in options:
+        return (f"{listed} are both set: every Keras flavour raises ValueError at construction "
+                "(Keras 3, tf-keras and legacy optimizers). Keep one: `global_clipnorm` bounds the "
+                "whole update, `clipnorm` each variable's gradient separately")
+    kept = "clipnorm" if "clipnorm" in options else "global_clipnorm"
+    return (f"{listed} are both set: Keras 3 raises ValueError at construction; tf-keras accepts it "
+            f"and silently ignores `clipvalue` (only `{kept}` applies); tf-keras legacy optimizers "
+            "apply both in sequence. Keep one option")
+
+
+def _precedence(options) -> str:
+    for option in ("clipnorm", "global_clipnorm", "clipvalue"):
+        if option in options:
+            return option
+    return ""
+
+
+class ConflictingClipOptions(Rule):
+    code = "CL001"
+    name = "conflicting-clip-options"
+    summary = "More than one of `clipnorm`, `clipvalue`, `global_clipnorm` is set on one Keras optimizer."
+    severity = "error"
+    tokens = (b"clipnorm", b"clipvalue")
+    why = """
+        Keras optimizers apply at most one clipping option, and what happens when several are
+        set depends on the Keras flavour. Keras 3 raises `ValueError: Only one of clipnorm,
+        clipvalue and global_clipnorm can be set` when the optimizer is built (`0` counts as set).
+        tf-keras (`TF_USE_LEGACY_KERAS=1`) accepts `clipvalue` together with `clipnorm` or
+        `global_clipnorm` and silently ignores `clipvalue`; its legacy optimizers
+        (`tf.keras.optimizers.legacy.*`) apply all of them one after the other. `clipnorm` with
+        `global_clipnorm` raises everywhere. Setting a second option as an attribute after
+        construction never raises in any flavour, and only one option applies
+        (Keras 3 and tf-keras: `clipnorm`, then `global_clipnorm`, then `clipvalue`).
+
+        The same code therefore crashes after an upgrade, or trains with a different clip than
+        the one written down.
+    """
+    example = """
+        optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)
+    """
+    instead = """
+        # one bound on the whole update (what tf.clip_by_global_norm does):
+        optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3, global_clipnorm=1.0)
+    """
+    VALID = [
+        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0)\n",
+        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=None)\n",
+        # pass-through: a factory forwarding its own None-defaulted parameters
+        "import keras\n"
+        "def make(clipnorm=None, clipvalue=None):\n"
+        "    return keras.optimizers.SGD(clipnorm=clipnorm, clipvalue=clipvalue)\n",
+        # values from a config object are not known to be set
+        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=cfg.clipnorm, clipvalue=cfg.clipvalue)\n",
+        # PyTorch has its own clip arguments; not Keras
+        "import torch\nopt = torch.optim.Adam(params, lr=1e-3)\n"
+        "torch.nn.utils.clip_grad_norm_(params, max_norm=1.0)\n",
+        # a user's own class that happens to take the same keywords
+        "import tensorflow as tf\nclass Adam:\n    def __init__(self, **kw): pass\n"
+        "opt = Adam(clipnorm=1.0, clipvalue=0.5)\n",
+        # setting the same option again is not a conflict
+        "from tensorflow.keras.optimizers import Adam\nopt = Adam(clipnorm=1.0)\nopt.clipnorm = 2.0\n",
+        # the test of the very error, as in Keras' own optimizer tests
+        "import pytest, keras\n"
+        "def test_raises():\n"
+        "    with pytest.raises(ValueError):\n"
+        "        keras.optimizers.Adam(clipnorm=1.0, clipvalue=1.0)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)\n",
+                2, "silently ignores `clipvalue`"),
+        Invalid("from tensorflow.keras.optimizers import SGD as S\nopt = S(clipnorm=1.0, global_clipnorm=1.0)\n",
+                2, "every Keras flavour raises"),
+        Invalid("import tf_keras\nopt = tf_keras.optimizers.legacy.RMSprop(clipvalue=0, clipnorm=1)\n", 2),
+        Invalid("import keras\nkw = {'clipnorm': 1.0, 'clipvalue': 0.5}\nopt = keras.optimizers.Adam(**kw)\n", 3),
+        Invalid("import keras\nopt = keras.optimizers.Adam(**dict(global_clipnorm=1.0, clipvalue=0.5))\n", 2),
+        Invalid("import keras\nCLIP = 1.0\ndef build(clip=CLIP):\n"
+                "    return keras.optimizers.Adam(clipnorm=clip, clipvalue=0.5)\n", 4),
+        Invalid("import tensorflow as tf\n"
+                "opt = tf.keras.optimizers.get({'class_name': 'Adam', 'config': {'clipnorm': 1.0, 'clipvalue': 0.1}})\n", 2),
+        Invalid("import tensorflow as tf\n"
+                "opt = tf.keras.optimizers.Adam.from_config({'learning_rate': 0.1, 'clipnorm': 1.0, 'global_clipnorm': 2.0})\n", 2),
+        Invalid("from keras import optimizers\nopt = optimizers.SGD(clipnorm=1.0)\nopt.clipvalue = 0.5\n",
+                3, "never raises"),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            options = self._options(ctx, call)
+            if options is not None and len(options) > 1:
+                yield Report(call, f"{construction_message(options)}.",
+                             probe={"kind": "construct", **ctx.flow.snippet(call)})
+        for assign in ctx.nodes(cst.Assign):
+            report = self._late_attribute(ctx, assign)
+            if report is not None:
+                yield report
+
+    def _options(self, ctx: Context, call: cst.Call) -> Optional[Options]:
+        """The clip options known to be set (not None) by an optimizer-building call."""
+        name = ctx.call_name(call)
+        if name in OPTIMIZER_CLASSES:
+            return self._set_options(ctx, self._keyword_options(ctx, call))
+        if name in OPTIMIZER_FACTORIES or (
+                isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_config"
+                and ctx.qualify(call.func.value) in OPTIMIZER_CLASSES):
+            mapping = self._dict(ctx, arg(call, 0, "identifier" if name in OPTIMIZER_FACTORIES else "config"))
+            if mapping is not None and name in OPTIMIZER_FACTORIES:
+                mapping = self._dict(ctx, mapping.get("config"))
+            return self._set_options(ctx, mapping or {})
+        return None
+
+    def _keyword_options(self, ctx: Context, call: cst.Call) -> Options:
+        options: Options = {}
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
+                options[a.keyword.value] = a.value
+            elif a.star == "**":
+                splatted = self._dict(ctx, a.value) or {}
+                options.update({k: v for k, v in splatted.items() if k in CLIP_OPTIONS})
+        return options
+
+    def _dict(self, ctx: Context, expr) -> Optional[Options]:
+        """A dict literal or `dict(...)` call (directly or through a name) as key -> value node."""
+        if expr is None:
+            return None
+        expr = ctx.flow.value_of(expr)
+        if isinstance(expr, cst.Dict):
+            found: Options = {}
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                    found[element.key.evaluated_value] = element.value
+            return found
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+            return {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
+        return None
+
+    @staticmethod
+    def _set_options(ctx: Context, options: Options) -> Options:
+        known = {}
+        for option, value in options.items():
+            constant = ctx.flow.constant(value)
+            if constant is not UNKNOWN and constant is not None:
+                known[option] = value
+        return {o: known[o] for o in CLIP_OPTIONS if o in known}
+
+    def _late_attribute(self, ctx: Context, assign: cst.Assign) -> Optional[Report]:
+        """`opt = Adam(clipnorm=1.0); opt.clipvalue = 0.5` in the same scope."""
+        target = assign.targets[0].target
+        if len(assign.targets) != 1 or not isinstance(target, cst.Attribute) \
+                or target.attr.value not in CLIP_OPTIONS or not isinstance(target.value, cst.Name):
+            return None
+        if ctx.flow.constant(assign.value) in (None, UNKNOWN):
+            return None
+        built = ctx.flow.value_of(target.value)
+        if not isinstance(built, cst.Call) or ctx.flow.scope_of(built) is not ctx.flow.scope_of(assign):
+            return None
+        options = self._options(ctx, built)
+        if not options or target.attr.value in options:
+            return None
+        late = target.attr.value
+        winner = _precedence({**options, late: None})
+        return Report(assign, (
+            f"`{ctx.text(target)}` is set after the optimizer was built with `{next(iter(options))}`: "
+            f"this never raises, and in Keras 3 and tf-keras only `{winner}` applies "
+            f"(legacy optimizers apply both). Set exactly one clip option in the constructor."),
+            probe={"kind": "late-attribute", **ctx.flow.snippet(built),
+                   "attribute": late, "value": ctx.text(assign.value)})

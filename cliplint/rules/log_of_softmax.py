@@ -1,0 +1,239 @@
+"""CL004 log-of-softmax."""
+from __future__ import annotations
+
+from typing import Iterator, Optional, Set, Tuple
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import MAX_DEPTH, UNKNOWN, arg
+from . import Invalid, Rule
+
+LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
+SOFTMAX = {"tensorflow.nn.softmax", "keras.activations.softmax", "keras.ops.softmax", "keras.backend.softmax"}
+SIGMOID = {"tensorflow.math.sigmoid", "keras.activations.sigmoid", "keras.ops.sigmoid", "keras.backend.sigmoid"}
+# Functions that keep "this is (a piece of) a probability" true of their first argument.
+KEEPS_PROBABILITY = {
+    "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
+    "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",
+    "tensorflow.gather_nd", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.reduce_sum",
+    "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
+    "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
+}
+SAMPLERS = {"tensorflow.random.categorical", "tensorflow.random.stateless_categorical"}
+SEQUENTIAL = {"keras.Sequential", "keras.models.Sequential"}
+Source = Tuple[str, cst.CSTNode, bool]  # (softmax | sigmoid | 1-sigmoid, producing node, padded)
+
+
+def activation_of(ctx: Context, layer: cst.Call) -> Optional[str]:
+    """'softmax'/'sigmoid' when a layer constructor call applies that activation to its output."""
+    name = ctx.call_name(layer) or ""
+    if name in ("keras.layers.Softmax",):
+        return "softmax"
+    if name == "keras.layers.Activation":
+        value = arg(layer, 0, "activation")
+    elif name.startswith(("keras.layers.", "tensorflow.layers.")):
+        value = arg(layer, 99, "activation")
+    else:
+        return None
+    if value is None:
+        return None
+    constant = ctx.flow.constant(value)
+    if isinstance(constant, str):
+        return constant if constant in ("softmax", "sigmoid") else None
+    qualified = ctx.qualify(value)
+    return "softmax" if qualified in SOFTMAX else "sigmoid" if qualified in SIGMOID else None
+
+
+class LogOfSoftmax(Rule):
+    code = "CL004"
+    name = "log-of-softmax"
+    summary = "`log` is applied to a softmax (or sigmoid) output instead of using `log_softmax`."
+    severity = "error"
+    tokens = (b"softmax", b"sigmoid", b"Softmax")
+    why = """
+        `softmax` underflows to exactly 0 for a class whose logit is far below the largest one,
+        and `log(0)` is `-inf`. In float32 this happens once the logit gap passes about 87
+        (float16: wrong from a gap of about 16, `-inf` from 18), so a confident model produces
+        `-inf` losses and NaN gradients; a hand-written `-sum(y * log(softmax(x)))` is NaN even
+        for the correctly predicted class (`0 * -inf`). Adding an epsilon or clipping the
+        probabilities hides the `-inf` but saturates: the gradient through the clipped entries
+        is zero, so the model stops learning from exactly the examples it gets most wrong.
+        `tf.nn.log_softmax` computes the same quantity exactly at every gap.
+
+        The same holds for `log(sigmoid(x))` (use `tf.math.log_sigmoid(x)`) and
+        `log(1 - sigmoid(x))` (use `tf.math.log_sigmoid(-x)`).
+    """
+    example = """
+        probs = tf.nn.softmax(logits)
+        loss = -tf.reduce_sum(labels * tf.math.log(probs + 1e-9), axis=-1)
+    """
+    instead = """
+        loss = -tf.reduce_sum(labels * tf.nn.log_softmax(logits), axis=-1)
+        # or: tf.keras.losses.CategoricalCrossentropy(from_logits=True)(labels, logits)
+    """
+    VALID = [
+        "import tensorflow as tf\nloss = -tf.reduce_sum(y * tf.nn.log_softmax(logits), axis=-1)\n",
+        # log of something not shown to come from a softmax
+        "import tensorflow as tf\nstd = tf.exp(log_std)\nnll = tf.math.log(std) + 0.5\n",
+        # sampling: no gradient flows through it, and -inf is the right logit
+        "import tensorflow as tf\nprobs = tf.nn.softmax(logits)\naction = tf.random.categorical(tf.math.log(probs), 1)\n",
+        # NumPy and PyTorch look-alikes
+        "import numpy as np\nimport torch\np = torch.softmax(x, dim=-1)\nlp = torch.log(p)\nq = np.log(np.exp(x) / np.exp(x).sum())\n",
+        # a name rebound to logits before the log
+        "import tensorflow as tf\np = tf.nn.softmax(x)\np = model(x)\nlp = tf.math.log(p)\n",
+        # a user's own softmax
+        "import tensorflow as tf\ndef softmax(x):\n    return x\nlp = tf.math.log(softmax(x))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", 2, "log_softmax"),
+        Invalid("import tensorflow as tf\n"
+                "def loss_fn(y, logits):\n    probs = tf.nn.softmax(logits)\n"
+                "    return -tf.reduce_sum(y * tf.math.log(probs + 1e-9), axis=-1)\n", 4, "epsilon"),
+        Invalid("from tensorflow.keras import backend as K\nlp = K.log(K.clip(K.softmax(x), 1e-7, 1.0))\n", 2),
+        Invalid("import tensorflow as tf\n"
+                "probs = tf.nn.softmax(logits)\n"
+                "picked = tf.reduce_sum(probs * tf.one_hot(actions, n), axis=-1)\n"
+                "loss = -tf.reduce_mean(tf.math.log(picked) * advantages)\n", 4),
+        Invalid("import tensorflow as tf\nfrom tensorflow.keras import layers\n"
+                "out = layers.Dense(10, activation='softmax')(h)\nlp = tf.math.log(out)\n", 4),
+        Invalid("import tensorflow as tf\n"
+                "class Actor(tf.keras.Model):\n"
+                "    def call(self, x):\n        return tf.nn.softmax(self.d(x))\n"
+                "actor = Actor()\n"
+                "def loss(states, a):\n    p = actor(states)\n    return -tf.math.log(tf.gather(p, a, batch_dims=1))\n", 8),
+        Invalid("import tensorflow as tf\np = tf.sigmoid(z)\nbce = -(y * tf.math.log(p) + (1 - y) * tf.math.log(1 - p))\n",
+                3, "log_sigmoid"),
+        Invalid("import keras\nfrom keras import ops\nlp = ops.log(keras.activations.softmax(x))\n", 3),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if ctx.call_name(call) not in LOGS or self._feeds_sampling(ctx, call):
+                continue
+            source = self.probability(ctx, arg(call, 0, "x"), set())
+            if source is not None:
+                yield Report(call, self._message(*source), probe=self._probe(ctx, call, source))
+
+    @staticmethod
+    def _message(kind: str, node: cst.CSTNode, padded: bool) -> str:
+        if kind == "softmax":
+            hidden = (" The epsilon or clip hides the -inf but makes the gradient vanish for the entries it "
+                      "touches." if padded else "")
+            return ("log of a softmax output: in float32 it is -inf once the logit gap passes about 87 "
+                    "(float16: wrong from about 16) and the gradient becomes NaN." + hidden +
+                    " Use `tf.nn.log_softmax(logits)` or a `from_logits=True` loss.")
+        fix = "tf.math.log_sigmoid(-x)" if kind == "1-sigmoid" else "tf.math.log_sigmoid(x)"
+        return (f"log of a sigmoid output: the sigmoid underflows to {'1' if kind == '1-sigmoid' else '0'} "
+                f"for large logits, giving -inf and NaN gradients. Use `{fix}` or "
+                f"`tf.nn.sigmoid_cross_entropy_with_logits`.")
+
+    def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
+        kind, node, padded = source
+        return {"kind": kind, "padded": padded, "log": ctx.flow.snippet(call),
+                "source": ctx.flow.snippet(node) if isinstance(node, cst.Call) else None}
+
+    def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:
+        parent = ctx.parent.get(call)
+        if isinstance(parent, cst.Arg):
+            return ctx.call_name(ctx.parent.get(parent)) in SAMPLERS
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            uses = ctx.flow.uses_after(parent.targets[0].target.value, parent)
+            return bool(uses) and all(
+                isinstance(ctx.parent.get(u), cst.Arg) and ctx.call_name(ctx.parent.get(ctx.parent.get(u))) in SAMPLERS
+                for u in uses)
+        return False
+
+    # --- where probabilities come from --------------------------------------------------
+
+    def probability(self, ctx: Context, expr, seen: Set, padded: bool = False) -> Optional[Source]:
+        if expr is None or len(seen) > MAX_DEPTH or expr in seen:
+            return None
+        seen = seen | {expr}
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            value = ctx.flow.value_of(expr)
+            return None if value is expr else self.probability(ctx, value, seen, padded)
+        if isinstance(expr, cst.Subscript):
+            return self.probability(ctx, expr.value, seen, padded)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._arithmetic(ctx, expr, seen, padded)
+        if isinstance(expr, cst.Call):
+            return self._call(ctx, expr, seen, padded)
+        return None
+
+    def _arithmetic(self, ctx, expr: cst.BinaryOperation, seen, padded) -> Optional[Source]:
+        left, right = expr.left, expr.right
+        left_const = ctx.flow.constant(left) is not UNKNOWN
+        right_const = ctx.flow.constant(right) is not UNKNOWN
+        if isinstance(expr.operator, cst.Add):
+            if right_const or self._small_name(right):
+                return self.probability(ctx, left, seen, True)
+            if left_const or self._small_name(left):
+                return self.probability(ctx, right, seen, True)
+        if isinstance(expr.operator, cst.Subtract) and left_const and ctx.flow.constant(left) == 1:
+            inner = self.probability(ctx, right, seen, padded)
+            return ("1-sigmoid", inner[1], padded) if inner and inner[0] == "sigmoid" else None
+        if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
+            return self.probability(ctx, left, seen, padded) or self.probability(ctx, right, seen, padded)
+        return None
+
+    @staticmethod
+    def _small_name(expr) -> bool:
+        return isinstance(expr, cst.Name) and expr.value.lower() in ("eps", "epsilon", "_eps", "tiny")
+
+    def _call(self, ctx: Context, call: cst.Call, seen, padded) -> Optional[Source]:
+        name = ctx.call_name(call)
+        if name in SOFTMAX:
+            return "softmax", call, padded
+        if name in SIGMOID:
+            return "sigmoid", call, padded
+        if name in KEEPS_PROBABILITY:
+            clipped = padded or name.endswith(("clip_by_value", "clip", "maximum"))
+            return self.probability(ctx, arg(call, 0, "x"), seen, clipped)
+        if name in ("tensorflow.layers.dense",):
+            kind = activation_of(ctx, call)
+            return (kind, call, padded) if kind else None
+        if isinstance(call.func, cst.Call):  # Dense(10, activation="softmax")(h), Softmax()(h)
+            kind = activation_of(ctx, call.func)
+            if kind:
+                return kind, call, padded
+        return self._returned(ctx, call, seen, padded)
+
+    def _returned(self, ctx: Context, call: cst.Call, seen, padded) -> Optional[Source]:
+        """A call of a function, model or layer defined in this module that returns probabilities."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "predict":
+            func = func.value
+        callee = ctx.flow.value_of(func)
+        if isinstance(callee, cst.Call):  # actor = Actor(); actor(x)  /  model = Sequential([...]); model(x)
+            if ctx.call_name(callee) in SEQUENTIAL:
+                return self._last_layer(ctx, callee, padded)
+            callee = callee.func
+        if not isinstance(callee, cst.Name):
+            return None
+        binding = ctx.flow.binding_of(callee)
+        if binding is None or binding.kind != "def":
+            return None
+        definition = binding.owner
+        if isinstance(definition, cst.ClassDef):
+            methods = [m for m in definition.body.body if isinstance(m, cst.FunctionDef)
+                       and m.name.value in ("call", "__call__")]
+            if not methods:
+                return None
+            definition = methods[0]
+        for ret in ctx.nodes(cst.Return):
+            if ret.value is not None and ctx.encloses(definition, ret) and ctx.flow.scope_of(ret) is definition:
+                found = self.probability(ctx, ret.value, seen, padded)
+                if found:
+                    return found
+        return None
+
+    def _last_layer(self, ctx: Context, sequential: cst.Call, padded) -> Optional[Source]:
+        layers = arg(sequential, 0, "layers")
+        if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
+            last = layers.elements[-1].value
+            if isinstance(last, cst.Call):
+                kind = activation_of(ctx, last)
+                if kind:
+                    return kind, last, padded
+        return None

@@ -1,0 +1,132 @@
+"""CL003 per-tensor-clip-norm."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import arg, reaches_apply
+from . import Invalid, Rule
+
+
+def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The node whose value is the list of per-element results produced by `owner`.
+
+    A comprehension is its own list; a lambda's list is the `map(...)` call; in a `for` loop it
+    is the list the result (or a name holding it) is appended to.
+    """
+    if isinstance(owner, cst.Lambda):
+        return ctx.parent.get(ctx.parent.get(owner))
+    if not isinstance(owner, cst.For):
+        return owner
+    produced = {call}
+    for anc in ctx.ancestors(call):
+        if anc is owner:
+            break
+        if isinstance(anc, cst.Assign):
+            produced |= {t.target.value for t in anc.targets if isinstance(t.target, cst.Name)}
+    for sub in ctx.nodes(cst.Call):
+        func = sub.func
+        if ctx.encloses(owner.body, sub) and isinstance(func, cst.Attribute) and func.attr.value == "append" \
+                and sub.args and (sub.args[0].value in produced or getattr(sub.args[0].value, "value", None) in produced):
+            return func.value
+    return None
+
+
+def list_reaches_apply(ctx: Context, node: cst.CSTNode) -> bool:
+    if isinstance(node, cst.Name):  # a list filled by appends in a loop
+        owner = ctx.flow.binding_of(node)
+        return owner is not None and any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
+    return reaches_apply(ctx.flow, node)
+
+
+class PerTensorClipNorm(Rule):
+    code = "CL003"
+    name = "per-tensor-clip-norm"
+    summary = "`tf.clip_by_norm` is applied to each gradient separately before `apply_gradients`."
+    severity = "warning"
+    tokens = (b"clip_by_norm",)
+    why = """
+        `tf.clip_by_norm(g, c)` bounds one tensor. Applied to every gradient of a model it bounds
+        each variable's gradient on its own: the whole update can still have a global norm of
+        sqrt(n) x c for n variables, and layers with small gradients are scaled up relative to
+        the others, so the update's direction changes (cosine 0.71 to the raw gradient for
+        per-variable norms 1000 and 10, 0.55 for five layers of scales 1e3 to 1e-1). Code written
+        this way usually meant to bound the update, which is what `tf.clip_by_global_norm` does:
+        it rescales all gradients by one factor and keeps the direction.
+
+        Keras' `clipnorm=` is per-variable too (only `global_clipnorm=` is global), so if
+        per-variable clipping is what you want, saying `clipnorm=` makes that explicit.
+    """
+    example = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [tf.clip_by_norm(g, 1.0) for g in grads]
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    instead = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads, global_norm = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    VALID = [
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "grads, _ = tf.clip_by_global_norm(grads, 1.0)\n"
+        "opt.apply_gradients(zip(grads, model.trainable_variables))\n",
+        # a max-norm constraint on one embedding matrix, not a gradient
+        "import tensorflow as tf\nemb.assign(tf.clip_by_norm(emb, 1.0, axes=[1]))\n",
+        # clipped copies that are only logged, never applied
+        "import tensorflow as tf\n"
+        "def step(x):\n"
+        "    with tf.GradientTape() as tape:\n        loss = model(x)\n"
+        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        "    norms = [tf.norm(tf.clip_by_norm(g, 1.0)) for g in grads if g is not None]\n"
+        "    tf.summary.scalar('n', tf.add_n(norms))\n",
+        # PyTorch's per-parameter clipping is a different library
+        "import torch\nfor p in model.parameters():\n    torch.nn.utils.clip_grad_norm_(p, 1.0)\n",
+        # a user's own clip_by_norm
+        "import tensorflow as tf\ndef clip_by_norm(g, c): return g\n"
+        "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
+                "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 3, "tf.clip_by_global_norm"),
+        Invalid("import tensorflow as tf\n"
+                "@tf.function\ndef train_step(x, y):\n"
+                "    with tf.GradientTape() as tape:\n        loss = loss_fn(y, model(x))\n"
+                "    gradients = tape.gradient(loss, model.trainable_variables)\n"
+                "    clipped = []\n"
+                "    for g in gradients:\n        clipped.append(tf.clip_by_norm(g, 5.0))\n"
+                "    optimizer.apply_gradients(zip(clipped, model.trainable_variables))\n", 9),
+        Invalid("import tensorflow.compat.v1 as tf\n"
+                "gvs = optimizer.compute_gradients(loss)\n"
+                "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs if g is not None]\n"
+                "train_op = optimizer.apply_gradients(capped)\n", 3),
+        Invalid("import tensorflow as tf\nfrom tensorflow import clip_by_norm as cbn\n"
+                "g = tf.gradients(loss, params)\n"
+                "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if ctx.call_name(call) != "tensorflow.clip_by_norm":
+                continue
+            tensor = arg(call, 0, "t")
+            if not isinstance(tensor, cst.Name):
+                continue
+            element = ctx.flow.gradient_element(tensor)
+            if element is None:
+                continue
+            owner = element[1].owner
+            produced = result_list(ctx, call, owner)
+            if produced is not None and list_reaches_apply(ctx, produced):
+                yield Report(call, (
+                    "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
+                    "sqrt(n) x clip_norm and its direction changes (cosine 0.55 for five layers of different "
+                    "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
+                    "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."),
+                    probe={"kind": "per-tensor", "loop": ctx.flow.snippet(owner), "clip": ctx.flow.snippet(call),
+                           "element": tensor.value})

@@ -1,0 +1,201 @@
+"""CL005 unfiltered-none-gradients."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import GradList, tests_none, walk
+from . import Invalid, Rule
+
+# TensorFlow functions that accept None entries (they take lists, and skip None).
+NONE_SAFE = {"tensorflow.clip_by_global_norm", "tensorflow.linalg.global_norm", "tensorflow.print",
+             "tensorflow.debugging.Assert"}
+VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
+NONE_ERROR = ("ValueError: Attempt to convert a value (None) with an unsupported type "
+              "(<class 'NoneType'>) to a Tensor.")
+
+
+def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
+    """The op name when `node` is a None-unsafe TF/Keras call or arithmetic, else None."""
+    if isinstance(node, cst.Call):
+        name = ctx.call_name(node) or ""
+        if name.startswith(("tensorflow.", "keras.ops.", "keras.backend.")) and name not in NONE_SAFE \
+                and not name.startswith("tensorflow.nest."):
+            return f"`{ctx.text(node.func)}`"
+    if isinstance(node, cst.BinaryOperation):
+        return "arithmetic"
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return "negation"
+    return None
+
+
+class UnfilteredNoneGradients(Rule):
+    code = "CL005"
+    name = "unfiltered-none-gradients"
+    summary = "`None` gradients reach a None-unsafe op, or are filtered out of one list but not the other."
+    severity = "error"
+    tokens = (b"gradient",)
+    why = """
+        `tape.gradient(loss, variables)` returns `None` for every variable the loss does not
+        depend on: frozen or unused layers, a head not used by this loss, a variable created
+        but not wired in. Two mistakes follow.
+
+        (a) An op that needs a tensor (`tf.clip_by_norm`, `tf.clip_by_value`, `tf.norm`,
+        arithmetic, `tf.math.*`) applied to every gradient raises `ValueError: Attempt to convert
+        a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.` the day one
+        variable gets no gradient. `tf.clip_by_global_norm`, `tf.linalg.global_norm` and
+        `apply_gradients` accept `None` entries, so they need no filter.
+
+        (b) Filtering the gradients for `None` and then zipping them with the unfiltered variable
+        list shifts every later gradient onto the wrong variable. When shapes match (or
+        broadcast) nothing raises and nothing is logged: the model silently trains wrong, and
+        the "Gradients do not exist" warning never fires because the `None` was removed.
+    """
+    example = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [g for g in grads if g is not None]
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))   # misaligned
+    """
+    instead = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        pairs = [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None]
+        optimizer.apply_gradients(pairs)
+    """
+    VALID = [
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "grads = [tf.clip_by_norm(g, 1.0) for g in grads if g is not None]\n",
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
+        "opt.apply_gradients(zip(clipped, model.trainable_variables))\n",
+        # pairs are filtered together: aligned
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "pairs = [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None]\n"
+        "opt.apply_gradients(pairs)\n",
+        # None replaced, not removed
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "grads = [g if g is not None else tf.zeros_like(v) for g, v in zip(grads, model.trainable_variables)]\n"
+        "grads = [g * 0.5 for g in grads]\n",
+        # unconnected gradients are zeros, never None
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, vs, unconnected_gradients=tf.UnconnectedGradients.ZERO)\n"
+        "grads = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]\n",
+        # a guarded loop
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, vs)\nout = []\n"
+        "for g in grads:\n    if g is None:\n        continue\n    out.append(tf.norm(g))\n",
+        # numpy arrays are not gradients
+        "import numpy as np, tensorflow as tf\ngrads = [np.ones(3)]\nscaled = [g * 2 for g in grads]\n",
+        # both lists filtered the same way
+        "import tensorflow as tf\n"
+        "grads = tape.gradient(loss, vs)\n"
+        "kept_vars = [v for g, v in zip(grads, vs) if g is not None]\n"
+        "kept_grads = [g for g in grads if g is not None]\n"
+        "opt.apply_gradients(zip(kept_grads, kept_vars))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
+        Invalid("import tensorflow as tf\n"
+                "def step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
+                "    grads = tape.gradient(loss, model.trainable_variables)\n"
+                "    grads = [g / tf.cast(8, tf.float32) for g in grads]\n", 6, None, "warning"),
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "grads = [g for g in grads if g is not None]\n"
+                "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 4, "wrong variable", "error"),
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, variables)\n"
+                "grads = [g for g in grads if g is not None]\n"
+                "var_list = [v for g, v in zip(grads, variables) if g is not None]\n"
+                "opt.apply_gradients(zip(grads, var_list))\n", 4, None, "error"),
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, net.trainable_weights)\n"
+                "for g, v in zip(grads, net.trainable_weights):\n"
+                "    v.assign_sub(0.01 * tf.clip_by_value(g, -1, 1))\n", 4),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        yield from self._unsafe_ops(ctx)
+        yield from self._misaligned(ctx)
+
+    # --- (a) an op that raises on None, on every element ---------------------------------
+
+    def _unsafe_ops(self, ctx: Context) -> Iterator[Report]:
+        reported = set()
+        for use in ctx.nodes(cst.Name):
+            parent = ctx.parent.get(use)
+            op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
+            op = _tensor_op(ctx, op_node) if op_node is not None else None
+            if op is None:
+                continue
+            element = ctx.flow.gradient_element(use)
+            if element is None:
+                continue
+            grads, binding = element
+            if binding.owner in reported or not grads.may_hold_none or grads.filtered \
+                    or ctx.flow.none_guarded(use, binding):
+                continue
+            reported.add(binding.owner)
+            yield Report(op_node, (
+                f"{op} is applied to every gradient with no `None` check: `tape.gradient` returns None for "
+                f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
+                f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
+                f"`tf.clip_by_global_norm`, which passes None through."), "warning",
+                {"kind": "none-unsafe", "loop": ctx.flow.snippet(binding.owner), "element": use.value,
+                 "op": ctx.flow.snippet(op_node)})
+
+    # --- (b) filtered on one side of a zip only -------------------------------------------
+
+    def _misaligned(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == "zip") or len(call.args) < 2 \
+                    or any(a.star for a in call.args):
+                continue
+            grads = ctx.flow.gradient_list(call.args[0].value)
+            if grads is None or grads.pairs:
+                continue
+            variables = call.args[1].value
+            if grads.filtered and self._all_variables(ctx, variables, grads):
+                side = "gradients filtered for `None` are zipped with the unfiltered variable list"
+            elif grads.may_hold_none and not grads.filtered and self._filtered_variables(ctx, variables):
+                side = "unfiltered gradients are zipped with a variable list filtered for `None`"
+            else:
+                continue
+            yield Report(call, (
+                f"{side}: after the first removed entry each gradient is paired with the wrong variable, and "
+                f"with matching or broadcastable shapes this trains silently wrong (no error, no warning). "
+                f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
+                "error", {"kind": "misaligned", "zip": ctx.flow.snippet(call),
+                          "statements": self._statements(ctx, call)})
+
+    def _all_variables(self, ctx: Context, expr, grads: GradList) -> bool:
+        value = ctx.flow.value_of(expr)
+        if isinstance(value, cst.Attribute) and value.attr.value in VARIABLE_LISTS:
+            return True
+        sources = grads.sources
+        return sources is not None and (ctx.text(expr) == ctx.text(sources) or
+                                        ctx.text(value) == ctx.text(ctx.flow.value_of(sources)))
+
+    def _filtered_variables(self, ctx: Context, expr) -> bool:
+        value = ctx.flow.value_of(expr)
+        if not isinstance(value, (cst.ListComp, cst.GeneratorExp)) or value.for_in.inner_for_in is not None:
+            return False
+        names = [n.value for n in walk(value.for_in.target) if isinstance(n, cst.Name)]
+        return any(tests_none(cond.test, name) for cond in value.for_in.ifs for name in names) \
+            and not any(isinstance(n, cst.Name) and n.value == names[0] for n in walk(value.elt))
+
+    def _statements(self, ctx: Context, call: cst.Call) -> list:
+        """The assignments (in order) that built the zipped lists: what the probe replays."""
+        statements = []
+        for assign in ctx.nodes(cst.Assign):
+            if ctx.pre[assign] < ctx.pre[call] and ctx.flow.scope_of(assign) is ctx.flow.scope_of(call):
+                if any(isinstance(n, (cst.ListComp, cst.GeneratorExp)) for n in walk(assign.value)):
+                    statements.append(ctx.text(assign).strip())
+        return statements
