@@ -93,11 +93,12 @@ def glob_to_regex(pattern: str) -> re.Pattern:
     return re.compile("".join(out) + r"\Z")
 
 
-def path_matches(pattern: str, relative: str) -> bool:
+def path_matches(pattern: str, relative: str, fixed: int = 0) -> bool:
     """Does a path (posix, relative to the config's folder) match an exclude/ignore pattern?
 
     A pattern without a slash matches any path component (`venv`, `*.pyi`); one with a slash
-    matches the path or one of the folders above it (`fixtures/`, `tests/**`).
+    matches the path or one of the folders above it (`fixtures/`, `tests/**`). The first
+    `fixed` components were named on the command line and are never matched.
     """
     pattern = pattern.replace("\\", "/")
     if pattern.startswith("./"):
@@ -106,8 +107,8 @@ def path_matches(pattern: str, relative: str) -> bool:
     regex = _compiled(pattern)
     parts = relative.split("/")
     if "/" not in pattern:
-        return any(regex.match(part) for part in parts)
-    return any(regex.match("/".join(parts[:i])) for i in range(1, len(parts) + 1))
+        return any(regex.match(part) for part in parts[fixed:])
+    return any(regex.match("/".join(parts[:i])) for i in range(max(fixed, 0) + 1, len(parts) + 1))
 
 
 @lru_cache(maxsize=1024)
@@ -143,11 +144,21 @@ class Settings:
                 codes -= ignored
         return codes
 
-    def excluded(self, path: str) -> bool:
+    def excluded(self, path: str, below: Optional[str] = None) -> bool:
+        """Is `path` excluded? With `below`, only the components under that folder (one the
+        user named explicitly) can match."""
+        relative = self._relative_or_absolute(path)
+        fixed = 0
+        if below is not None:
+            start = self._relative_or_absolute(below)
+            fixed = 0 if start in ("", ".") else len(start.split("/"))
+        return any(path_matches(p, relative, fixed) for p in (*self.exclude, *self.extend_exclude))
+
+    def _relative_or_absolute(self, path: str) -> str:
         relative = self.relative(path)
         if relative.startswith(".."):
             relative = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
-        return any(path_matches(p, relative) for p in (*self.exclude, *self.extend_exclude))
+        return relative
 
     def fingerprint(self) -> str:
         """What in these settings can change a file's findings (for the cache key)."""

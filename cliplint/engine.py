@@ -6,6 +6,7 @@ for files that have something to report.
 """
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -151,12 +152,24 @@ def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]
     try:
         return cst.parse_module(text), None
     except cst.ParserSyntaxError as err:
-        first = str(err.message).splitlines()[0] if err.message else "invalid syntax"
-        return None, bad_input(path, f"syntax error: {first}", err.editor_line, err.editor_column)
+        return None, _syntax_error(path, text, err)
     except (RecursionError, MemoryError):
         return None, bad_input(path, "file is nested too deeply to parse")
     except Exception as err:  # libcst raises a few non-ParserSyntaxError errors on odd input
         return None, bad_input(path, f"cannot parse: {type(err).__name__}: {err}")
+
+
+def _syntax_error(path: str, text: str, err: cst.ParserSyntaxError) -> Finding:
+    """CPython's own message and position where it has one: clearer than the CST parser's."""
+    try:
+        compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+    except SyntaxError as py_err:
+        if py_err.lineno:
+            return bad_input(path, f"syntax error: {py_err.msg}", py_err.lineno, max(py_err.offset or 1, 1))
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    first = str(err.message).splitlines()[0] if err.message else "invalid syntax"
+    return bad_input(path, f"syntax error: {first}", err.editor_line, err.editor_column)
 
 
 # --- suppressions -----------------------------------------------------------------------
@@ -381,14 +394,14 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
         elif os.path.isdir(given):
             if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
                 continue
-            yield from _walk(given, config, GitIgnore.for_root(given))
+            yield from _walk(given, config, GitIgnore.for_root(given), given)
         elif settings.force_exclude and settings.excluded(given):
             continue
         else:
             yield Target(given, display_path(given), settings, "file")
 
 
-def _walk(root: str, config, ignore: GitIgnore) -> Iterator[Target]:
+def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
     settings = config.for_path(os.path.join(root, "_"))
     if settings.respect_gitignore:
         ignore = ignore.entering(root)
@@ -403,11 +416,11 @@ def _walk(root: str, config, ignore: GitIgnore) -> Iterator[Target]:
             is_dir = entry.is_dir(follow_symlinks=False)
         except OSError:
             is_dir = False
-        if settings.excluded(path) or (settings.respect_gitignore and ignore.ignored(path, is_dir)):
+        if settings.excluded(path, below=top) or (settings.respect_gitignore and ignore.ignored(path, is_dir)):
             continue
         if is_dir:
             if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
-                yield from _walk(path, config, ignore)
+                yield from _walk(path, config, ignore, top)
         elif entry.name.endswith(PYTHON_SUFFIXES):
             kind = "file" if os.path.exists(path) else "broken symlink"
             yield Target(path, display_path(path), config.for_path(path), kind)

@@ -1,0 +1,44 @@
+"""Golden fixtures: realistic training scripts mark every expected finding inline with
+`# expect: CODE[, CODE]`; files without markers must stay clean."""
+import re
+from pathlib import Path
+
+import pytest
+
+from cliplint.config import Config
+from cliplint.engine import run
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+MARKER = re.compile(r"#\s*expect:\s*(?P<codes>CL\d{3}(?:\s*,\s*CL\d{3})*)")
+FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".py", ".pyi"))
+
+
+def expected(path: Path):
+    found = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        match = MARKER.search(line)
+        if match:
+            found |= {(number, code.strip()) for code in match.group("codes").split(",")}
+    return found
+
+
+def test_there_are_enough_fixtures():
+    assert len(FILES) >= 12
+    assert sum(1 for p in FILES if not expected(p)) >= 3, "clean look-alike files are needed too"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_fixture_findings_match_markers(path):
+    result = run([str(path)], Config(isolated=True), jobs=1)
+    actual = {(f.line, f.code) for f in result.findings}
+    assert actual == expected(path)
+
+
+def test_whole_tree_in_one_run_matches_per_file_markers():
+    """A file with a syntax error in the tree changes nothing for the other files."""
+    result = run([str(FIXTURES)], Config(isolated=True), jobs=1)
+    by_file = {}
+    for finding in result.findings:
+        by_file.setdefault(Path(finding.path).name, set()).add((finding.line, finding.code))
+    for path in FILES:
+        assert by_file.get(path.name, set()) == expected(path), path.name

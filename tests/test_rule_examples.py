@@ -1,0 +1,46 @@
+"""Every rule's VALID/INVALID examples become tests (Fixit style)."""
+import textwrap
+
+import pytest
+
+from cliplint.engine import lint_module
+from cliplint.rules import ALL_RULES
+
+ALL = list(ALL_RULES.values())
+VALID = [pytest.param(rule, src, id=f"{code}-valid-{i}") for code, rule in ALL_RULES.items()
+         for i, src in enumerate(rule.VALID)]
+INVALID = [pytest.param(rule, case, id=f"{code}-invalid-{i}") for code, rule in ALL_RULES.items()
+           for i, case in enumerate(rule.INVALID)]
+
+
+@pytest.mark.parametrize("rule,source", VALID)
+def test_valid_example_produces_no_finding(rule, source):
+    findings, crashed = lint_module("example.py", textwrap.dedent(source), ALL)
+    assert not crashed
+    assert [f for f in findings if f.code == rule.code] == []
+
+
+@pytest.mark.parametrize("rule,case", INVALID)
+def test_invalid_example_is_found(rule, case):
+    findings, crashed = lint_module("example.py", textwrap.dedent(case.source), ALL)
+    assert not crashed
+    mine = [f for f in findings if f.code == rule.code and f.line == case.line]
+    assert mine, f"expected {rule.code} on line {case.line}, got {[(f.code, f.line) for f in findings]}"
+    if case.contains:
+        assert any(case.contains in f.message for f in mine), [f.message for f in mine]
+    if case.severity:
+        assert {f.severity for f in mine} == {case.severity}
+
+
+@pytest.mark.parametrize("code,rule", ALL_RULES.items())
+def test_rule_is_documented_and_has_negative_cases(code, rule):
+    assert rule.name and rule.summary and rule.why.strip() and rule.example.strip() and rule.instead.strip()
+    assert len(rule.VALID) >= 3, "every rule needs look-alikes that a naive pattern would flag"
+    assert len(rule.INVALID) >= 3
+    assert rule.tokens, "the prefilter needs the rule's marker tokens"
+
+
+@pytest.mark.parametrize("code,rule", ALL_RULES.items())
+def test_every_invalid_example_contains_a_prefilter_token(code, rule):
+    for case in rule.INVALID:
+        assert any(token in case.source.encode() for token in rule.tokens), case.source
