@@ -423,6 +423,8 @@ class Flow:
             return self._arithmetic(expr, depth)
         if isinstance(expr, cst.SimpleString):
             return expr.evaluated_value
+        if isinstance(expr, cst.Dict):
+            return self._dict_constant(expr, depth)
         if isinstance(expr, cst.Name):
             if expr.value in ("None", "True", "False"):
                 return {"None": None, "True": True, "False": False}[expr.value]
@@ -432,6 +434,17 @@ class Flow:
                     return UNKNOWN
                 return self.constant(binding.value, depth + 1)
         return UNKNOWN
+
+    def _dict_constant(self, expr: cst.Dict, depth: int):
+        found = {}
+        for element in expr.elements:
+            if not isinstance(element, cst.DictElement):
+                return UNKNOWN
+            key, value = self.constant(element.key, depth + 1), self.constant(element.value, depth + 1)
+            if not isinstance(key, str) or value is UNKNOWN:
+                return UNKNOWN
+            found[key] = value
+        return found
 
     def _arithmetic(self, expr: cst.BinaryOperation, depth: int):
         left = self.constant(expr.left, depth + 1)
@@ -458,7 +471,7 @@ class Flow:
                     imports[sub.value] = qualified
                     continue
                 value = self.constant(sub)
-                if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None))):
+                if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None), dict)):
                     constants[sub.value] = value
         return {"code": self.ctx.text(node), "imports": imports, "constants": constants}
 
@@ -495,3 +508,47 @@ def reaches_apply(flow: Flow, node: cst.CSTNode, depth: int = 0) -> bool:
                        for use in flow.uses_after(name.value, parent))
         return False
     return False
+
+
+def probe_roles(flow: Flow, iterable: Optional[cst.BaseExpression]) -> dict:
+    """Which expressions of a loop's iterable the verifier must bind to stand-in gradients and
+    variables: `grads` in `for g in grads`, both in `zip(grads, model.trainable_variables)`."""
+    roles = {"gradients": None, "variables": None, "pairs": False}
+    if iterable is None:
+        return roles
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("zip", "enumerate"):
+        for zipped in iterable.args:
+            grads = flow.gradient_list(zipped.value)
+            if grads is not None and roles["gradients"] is None:
+                roles.update(gradients=flow.ctx.text(zipped.value), pairs=grads.pairs)
+            elif iterable.func.value == "zip":
+                roles["variables"] = flow.ctx.text(zipped.value)
+        return roles
+    grads = flow.gradient_list(iterable)
+    return {**roles, "gradients": flow.ctx.text(iterable), "pairs": bool(grads and grads.pairs)}
+
+
+def loop_node(flow: Flow, owner: cst.CSTNode) -> cst.CSTNode:
+    """The code to replay for a loop binding: the comprehension or `for`, or the `map(...)` call
+    around a mapped lambda."""
+    if isinstance(owner, cst.Lambda):
+        call = flow.ctx.parent.get(flow.ctx.parent.get(owner))
+        return call if isinstance(call, cst.Call) else owner
+    return owner
+
+
+def appended_lists(owner: cst.CSTNode) -> List[str]:
+    """Names of the lists a `for` loop appends to: the probe starts them empty."""
+    if not isinstance(owner, cst.For):
+        return []
+    return sorted({sub.func.value.value for sub in walk(owner.body) if isinstance(sub, cst.Call)
+                   and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
+                   and isinstance(sub.func.value, cst.Name)})
+
+
+def origin_name(flow: Flow, grads: GradList) -> Optional[str]:
+    """The name `tape.gradient(...)` was assigned to (`grads` in `grads = tape.gradient(...)`)."""
+    parent = flow.ctx.parent.get(grads.origin)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return parent.targets[0].target.value
+    return None

@@ -106,7 +106,7 @@ class ConflictingClipOptions(Rule):
             options = self._options(ctx, call)
             if options is not None and len(options) > 1:
                 yield Report(call, f"{construction_message(options)}.",
-                             probe={"kind": "construct", **ctx.flow.snippet(call)})
+                             probe={"kind": "construct", "call": ctx.flow.snippet(call)})
         for assign in ctx.nodes(cst.Assign):
             report = self._late_attribute(ctx, assign)
             if report is not None:
@@ -180,5 +180,5 @@ class ConflictingClipOptions(Rule):
             f"`{ctx.text(target)}` is set after the optimizer was built with `{next(iter(options))}`: "
             f"this never raises, and in Keras 3 and tf-keras only `{winner}` applies "
             f"(legacy optimizers apply both). Set exactly one clip option in the constructor."),
-            probe={"kind": "late-attribute", **ctx.flow.snippet(built),
-                   "attribute": late, "value": ctx.text(assign.value)})
+            probe={"kind": "late-attribute", "call": ctx.flow.snippet(built),
+                   "attribute": late, "value": ctx.flow.snippet(assign.value)})

@@ -130,8 +130,9 @@ class LogOfSoftmax(Rule):
 
     def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
         kind, node, padded = source
+        direct = isinstance(node, cst.Call) and ctx.call_name(node) in SOFTMAX | SIGMOID
         return {"kind": kind, "padded": padded, "log": ctx.flow.snippet(call),
-                "source": ctx.flow.snippet(node) if isinstance(node, cst.Call) else None}
+                "source": ctx.flow.snippet(node) if direct else None}
 
     def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:
         parent = ctx.parent.get(call)

@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..engine import Context, Report
-from ..flow import arg, reaches_apply
+from ..flow import appended_lists, arg, loop_node, probe_roles, reaches_apply
 from . import Invalid, Rule
 
 
@@ -128,5 +128,7 @@ class PerTensorClipNorm(Rule):
                     "sqrt(n) x clip_norm and its direction changes (cosine 0.55 for five layers of different "
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."),
-                    probe={"kind": "per-tensor", "loop": ctx.flow.snippet(owner), "clip": ctx.flow.snippet(call),
-                           "element": tensor.value})
+                    probe={"kind": "per-tensor", "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
+                           "result": produced.value if isinstance(produced, cst.Name) else None,
+                           "appends": appended_lists(owner),
+                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow, element[1].value)})

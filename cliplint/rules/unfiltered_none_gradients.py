@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..engine import Context, Report
-from ..flow import GradList, tests_none, walk
+from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, tests_none, walk
 from . import Invalid, Rule
 
 # TensorFlow functions that accept None entries (they take lists, and skip None).
@@ -148,8 +148,8 @@ class UnfilteredNoneGradients(Rule):
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), "warning",
-                {"kind": "none-unsafe", "loop": ctx.flow.snippet(binding.owner), "element": use.value,
-                 "op": ctx.flow.snippet(op_node)})
+                {"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
+                 "appends": appended_lists(binding.owner), **probe_roles(ctx.flow, binding.value)})
 
     # --- (b) filtered on one side of a zip only -------------------------------------------
 
@@ -173,7 +173,9 @@ class UnfilteredNoneGradients(Rule):
                 f"with matching or broadcastable shapes this trains silently wrong (no error, no warning). "
                 f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
                 "error", {"kind": "misaligned", "zip": ctx.flow.snippet(call),
-                          "statements": self._statements(ctx, call)})
+                          "statements": [ctx.flow.snippet(s) for s in self._statements(ctx, call)],
+                          "gradients": origin_name(ctx.flow, grads), "variables": ctx.text(grads.sources)
+                          if grads.sources is not None else None})
 
     def _all_variables(self, ctx: Context, expr, grads: GradList) -> bool:
         value = ctx.flow.value_of(expr)
@@ -192,10 +194,17 @@ class UnfilteredNoneGradients(Rule):
             and not any(isinstance(n, cst.Name) and n.value == names[0] for n in walk(value.elt))
 
     def _statements(self, ctx: Context, call: cst.Call) -> list:
-        """The assignments (in order) that built the zipped lists: what the probe replays."""
-        statements = []
-        for assign in ctx.nodes(cst.Assign):
-            if ctx.pre[assign] < ctx.pre[call] and ctx.flow.scope_of(assign) is ctx.flow.scope_of(call):
-                if any(isinstance(n, (cst.ListComp, cst.GeneratorExp)) for n in walk(assign.value)):
-                    statements.append(ctx.text(assign).strip())
-        return statements
+        """The list-building assignments the zipped lists depend on, in order: what the probe
+        replays (the `tape.gradient` call itself is replaced by stand-in gradients)."""
+        needed = {n.value for n in walk(call) if isinstance(n, cst.Name)}
+        chosen = []
+        scope = ctx.flow.scope_of(call)
+        for assign in reversed(ctx.nodes(cst.Assign)):
+            if ctx.pre[assign] >= ctx.pre[call] or ctx.flow.scope_of(assign) is not scope:
+                continue
+            targets = {n.value for t in assign.targets for n in walk(t.target) if isinstance(n, cst.Name)}
+            comprehension = any(isinstance(n, (cst.ListComp, cst.GeneratorExp)) for n in walk(assign.value))
+            if targets & needed and comprehension:
+                chosen.append(assign)
+                needed |= {n.value for n in walk(assign.value) if isinstance(n, cst.Name)}
+        return list(reversed(chosen))

@@ -1,0 +1,515 @@
+"""One probe per rule, run inside the worker with the installed TensorFlow.
+
+A probe executes the user's own flagged snippet (the constructor call, the clipping
+comprehension or loop, the log expression, the filtering statements, the mutation after
+compile) with the names it needs bound to stand-ins, measures what TensorFlow does, and
+answers `confirmed`, `not-reproduced` or `inconclusive` with one line of evidence. Every
+stand-in that could change the outcome is listed in `assumptions`. The ground truth each
+probe checks is in TF_FACTS.md; where TensorFlow disagrees, the verdict follows TensorFlow.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import textwrap
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from .safety import SAFE_BUILTINS
+
+KERAS = tf.keras
+LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
+CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
+VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
+PLACEHOLDER = 1.0
+RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in SAFE_BUILTINS if hasattr(builtins, name)}
+
+
+def versions() -> dict:
+    if LEGACY_KERAS:
+        import tf_keras
+
+        keras_version, flavour = tf_keras.__version__, "tf-keras"
+    else:
+        import keras
+
+        keras_version, flavour = keras.__version__, "Keras 3"
+    return {"tensorflow": tf.__version__, "keras": keras_version, "flavour": flavour}
+
+
+VERSIONS = versions()
+FLAVOUR = f"tf-keras {VERSIONS['keras']}" if LEGACY_KERAS else f"Keras {VERSIONS['keras']}"
+TF = f"TensorFlow {tf.__version__}"
+
+
+def verdict(kind: str, evidence: str, assumptions: List[str] = ()) -> dict:
+    return {"verdict": kind, "evidence": evidence, "assumptions": list(dict.fromkeys(assumptions))}
+
+
+# --- executing snippets -------------------------------------------------------------------
+
+class StandIn:
+    """An inert object standing in for an unknown name that is used with attributes: variable
+    lists are stand-in variables, explicit attributes are given, anything else is a number."""
+
+    def __init__(self, name: str, assumptions: List[str], variables=None, **attributes) -> None:
+        self.__dict__.update(_name=name, _assumptions=assumptions, _variables=variables or [], **attributes)
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        if attribute in VARIABLE_LISTS:
+            return self._variables
+        self._assumptions.append(f"`{self._name}.{attribute}` = {PLACEHOLDER} (placeholder)")
+        return PLACEHOLDER
+
+
+def resolve(canonical: str):
+    """The object a canonical name (`keras.optimizers.Adam`) names under the active Keras flavour."""
+    root, _, rest = canonical.partition(".")
+    obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
+    for part in filter(None, rest.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tree(code: str) -> ast.Module:
+    return ast.parse(textwrap.dedent(code).strip())
+
+
+def free_names(code: str) -> Dict[str, bool]:
+    """Names the snippet reads but does not bind -> whether it uses them with an attribute."""
+    tree = _tree(code)
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stored |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in n.args.args}
+    roots = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    return {n.id: n.id in roots for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.id not in stored and n.id not in RESTRICTED_BUILTINS}
+
+
+def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
+    """Imports resolved, literal constants, role stand-ins, and inert stand-ins for the rest."""
+    ns = {"__builtins__": RESTRICTED_BUILTINS}
+    for local, canonical in snippet.get("imports", {}).items():
+        ns[local] = resolve(canonical)
+    ns.update(snippet.get("constants", {}))
+    ns.update(bound)
+    for name, has_attributes in free_names(snippet["code"]).items():
+        if name in ns:
+            continue
+        if has_attributes:
+            ns[name] = StandIn(name, assumptions, variables)
+        elif default is not None:
+            ns[name] = default
+        else:
+            ns[name] = PLACEHOLDER
+            assumptions.append(f"`{name}` = {PLACEHOLDER} (placeholder)")
+    return ns
+
+
+def execute(code: str, ns: dict):
+    """The value of an expression snippet; None for statements (their effects are in `ns`)."""
+    tree = _tree(code)
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
+        return eval(compile(ast.Expression(tree.body[0].value), "<snippet>", "eval"), ns)
+    exec(compile(tree, "<snippet>", "exec"), ns)
+    return None
+
+
+def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
+    """Bind the expression `text` (a name, or `model.trainable_variables`) to `value`."""
+    if not text:
+        return
+    node = _tree(text).body[0].value
+    if isinstance(node, ast.Name):
+        bound[node.id] = value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in VARIABLE_LISTS:
+        bound[node.value.id] = StandIn(node.value.id, assumptions, value)
+
+
+def shown(values) -> str:
+    """Numbers as a person would write them: [0, -20.72, -inf]."""
+    return "[" + ", ".join(f"{v:.4g}" for v in np.asarray(values, dtype="float64").reshape(-1)) + "]"
+
+
+def first_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:300]}"
+
+
+# --- stand-in gradients ---------------------------------------------------------------------
+
+def spread_gradients(norms=(1000.0, 100.0, 10.0, 1.0, 0.1)) -> List[tf.Tensor]:
+    """Gradients of several shapes and very different norms (five layers of different scale)."""
+    shapes = [(4, 4), (8,), (3, 2), (5,), (2, 2)]
+    rng = np.random.default_rng(0)
+    grads = []
+    for norm, shape in zip(norms, shapes):
+        g = rng.normal(size=shape).astype("float32")
+        grads.append(tf.constant(g * (norm / np.linalg.norm(g))))
+    return grads
+
+
+def _flat(tensors) -> np.ndarray:
+    return np.concatenate([np.reshape(np.asarray(t), -1) for t in tensors])
+
+
+# --- CL001 ----------------------------------------------------------------------------------
+
+def one_step_update(optimizer) -> Dict[str, float]:
+    """The clip options that are set on `optimizer`, replayed on SGD(learning_rate=1.0), and the
+    update one step makes for the gradient [3, -4]."""
+    options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
+    options = {k: v for k, v in options.items() if v is not None}
+    legacy = "legacy" in type(optimizer).__module__ or "optimizer_v2" in type(optimizer).__module__
+    sgd = (KERAS.optimizers.legacy.SGD if legacy else KERAS.optimizers.SGD)(learning_rate=1.0)
+    for option, value in options.items():
+        setattr(sgd, option, value)
+    variable = tf.Variable([0.0, 0.0])
+    sgd.apply_gradients([(tf.constant([3.0, -4.0]), variable)])
+    return options, -variable.numpy()
+
+
+def _expected(option: str, value: float, g: np.ndarray) -> np.ndarray:
+    t = tf.constant(g)
+    if option == "clipnorm":
+        return tf.clip_by_norm(t, value).numpy()
+    if option == "global_clipnorm":
+        return tf.clip_by_global_norm([t], value)[0][0].numpy()
+    return tf.clip_by_value(t, -value, value).numpy()
+
+
+def describe_options(optimizer, built: str) -> dict:
+    options, update = one_step_update(optimizer)
+    listed = ", ".join(f"{k}={v:g}" for k, v in options.items())
+    if len(options) < 2:
+        return verdict("not-reproduced", f"{FLAVOUR}: only {listed or 'no clip option'} is set at run time")
+    raw = np.array([3.0, -4.0], dtype="float32")
+    alone = [k for k, v in options.items() if np.allclose(update, _expected(k, v, raw), atol=1e-4)]
+    sequence = raw
+    for option in ("clipvalue", "clipnorm", "global_clipnorm"):
+        if option in options:
+            sequence = _expected(option, options[option], sequence)
+    step = f"one SGD step on the gradient [3, -4] moved the weights by {shown(-update)}"
+    if alone:
+        ignored = [k for k in options if k not in alone]
+        return verdict("confirmed", f"{FLAVOUR} {built} without an error ({listed} set); {step}, which is "
+                                    f"`{alone[0]}` alone: {', '.join(f'`{k}`' for k in ignored)} silently had no effect")
+    if np.allclose(update, sequence, atol=1e-4):
+        return verdict("confirmed", f"{FLAVOUR} {built} without an error ({listed} set) and applies all of them "
+                                    f"in sequence: {step}")
+    return verdict("confirmed", f"{FLAVOUR} {built} without an error ({listed} set); {step}")
+
+
+def _build_optimizer(probe: dict, assumptions: List[str]):
+    """The optimizer the user's call builds, or the verdict when building it raises."""
+    try:
+        return execute(probe["call"]["code"], namespace(probe["call"], {}, assumptions))
+    except ValueError as err:
+        if any(option in str(err) for option in CLIP_OPTIONS):
+            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
+        return verdict("inconclusive", f"{FLAVOUR} raises an unrelated error: {first_line(err)}", assumptions)
+    except ImportError as err:
+        return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({first_line(err)}); "
+                                       "run with the Keras flavour the code targets", assumptions)
+
+
+def probe_construct(probe: dict) -> dict:
+    assumptions: List[str] = []
+    optimizer = _build_optimizer(probe, assumptions)
+    if isinstance(optimizer, dict):
+        return optimizer
+    result = describe_options(optimizer, "builds the optimizer")
+    return verdict(result["verdict"], result["evidence"], assumptions)
+
+
+def probe_late_attribute(probe: dict) -> dict:
+    assumptions: List[str] = []
+    optimizer = _build_optimizer(probe, assumptions)
+    if isinstance(optimizer, dict):
+        return optimizer
+    value = execute(probe["value"]["code"], namespace(probe["value"], {}, assumptions))
+    setattr(optimizer, probe["attribute"], value)
+    result = describe_options(optimizer, f"accepts `.{probe['attribute']} = {value:g}` after construction")
+    return verdict(result["verdict"], result["evidence"], assumptions)
+
+
+# --- CL002 ----------------------------------------------------------------------------------
+
+def _tiny_model():
+    model = KERAS.Sequential([KERAS.Input(shape=(1,)),
+                              KERAS.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    return model
+
+
+def _weight(model) -> float:
+    return float(np.asarray(model.layers[-1].kernel).reshape(-1)[0])
+
+
+def _compile_names(compile_code: str):
+    """(model expression, optimizer name or None) of a `model.compile(...)` call."""
+    call = _tree(compile_code).body[0].value
+    model = ast.unparse(call.func.value)
+    optimizer = next((kw.value for kw in call.keywords if kw.arg == "optimizer"), call.args[0] if call.args else None)
+    return model, optimizer.id if isinstance(optimizer, ast.Name) else None
+
+
+def _bind_model(expression: str, model, bound: dict, assumptions: List[str]) -> None:
+    node = _tree(expression).body[0].value
+    if isinstance(node, ast.Name):
+        bound[node.id] = model
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        bound[node.value.id] = StandIn(node.value.id, assumptions, None, **{node.attr: model})
+
+
+def probe_after_compile(probe: dict) -> dict:
+    assumptions = ["the model is a one-weight Dense layer (w=1, x=10, y=0, mse) compiled with "
+                   "SGD(learning_rate=1.0), standing in for yours"]
+    change = probe["change"]
+    model = _tiny_model()
+    optimizer = KERAS.optimizers.SGD(learning_rate=1.0)
+    if "compile" in probe:
+        model_expression, optimizer_name = _compile_names(probe["compile"]["code"])
+    else:  # a callback: self.model is the model
+        model_expression, optimizer_name = "self.model", None
+    model.compile(optimizer=optimizer, loss="mse")
+    x, y = np.array([[10.0]], "float32"), np.array([[0.0]], "float32")
+    if probe["trained_before"]:
+        model.fit(x, y, epochs=1, batch_size=1, verbose=0)
+    before = _weight(model)
+    bound: Dict[str, object] = {}
+    _bind_model(model_expression, model, bound, assumptions)
+    if optimizer_name:
+        bound[optimizer_name] = optimizer
+    ns = namespace(change, bound, assumptions)
+    execute(change["code"], ns)
+    replaced = model.optimizer
+    model.fit(x, y, epochs=1, batch_size=1, verbose=0)
+    after = _weight(model)
+    unclipped = before - 200.0 * before  # SGD(1.0) on d/dw (10w)^2 = 200w
+    ignored = abs(after - unclipped) <= 1e-3 * max(1.0, abs(unclipped))
+    moved = f"the weight moved {before:g} -> {after:g}"
+    when = "after one fit()" if probe["trained_before"] else "before any fit()"
+    kind = probe["kind"]
+    if kind == "rebind":
+        new = ns.get(optimizer_name)
+        if model.optimizer is not new and ignored:
+            return verdict("confirmed", f"{FLAVOUR}: after the rebinding, model.optimizer is still the old "
+                                        f"optimizer and the step was unclipped ({moved})", assumptions)
+        return verdict("not-reproduced", f"{FLAVOUR}: the new optimizer was used ({moved})", assumptions)
+    if kind == "replace" and ignored:
+        iterations = int(np.asarray(replaced.iterations))
+        return verdict("confirmed", f"{FLAVOUR}: {when}, model.optimizer is the new object but its iterations "
+                                    f"stayed {iterations}; the old optimizer took the step ({moved}, unclipped)",
+                       assumptions)
+    if ignored:
+        return verdict("confirmed", f"{FLAVOUR}: {when}, the change did not reach the next step: {moved}, "
+                                    f"exactly the unclipped SGD step", assumptions)
+    return verdict("not-reproduced", f"{FLAVOUR}: the change takes effect because no fit() ran before it: "
+                                     f"{moved} instead of the unclipped {unclipped:g}" if not probe["trained_before"]
+                   else f"{FLAVOUR}: the change took effect {when}: {moved} instead of {unclipped:g}", assumptions)
+
+
+# --- CL003 ----------------------------------------------------------------------------------
+
+def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
+    bound: Dict[str, object] = {}
+    listed = list(zip(grads, variables)) if probe.get("pairs") else grads
+    bind_expression(probe.get("gradients"), listed, bound, assumptions, variables)
+    bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
+    for name in probe.get("appends", []):
+        bound[name] = []
+    return bound
+
+
+def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    ns = namespace(snippet, bound, assumptions, variables)
+    result = execute(snippet["code"], ns)
+    if probe.get("result"):
+        result = ns[probe["result"]]
+    return [item[0] if isinstance(item, tuple) else item for item in list(result)], ns
+
+
+def _clip_threshold(clip: dict, ns: dict) -> float:
+    call = _tree(clip["code"]).body[0].value
+    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                     call.args[1] if len(call.args) > 1 else None)
+    return float(eval(compile(ast.Expression(threshold), "<clip>", "eval"), ns))
+
+
+def probe_per_tensor(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 5 tensors of shapes (4,4), (8,), (3,2), (5,), (2,2) "
+                   "with norms 1000, 100, 10, 1, 0.1"]
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    clipped, ns = _replay_loop(probe, probe["loop"], grads, variables, assumptions)
+    threshold = _clip_threshold(probe["clip"], ns)
+    raw, update = _flat(grads), _flat(clipped)
+    norm = float(np.linalg.norm(update))
+    cosine = float(raw @ update / (np.linalg.norm(raw) * np.linalg.norm(update)))
+    global_clipped, _ = tf.clip_by_global_norm(grads, threshold)
+    global_norm = float(np.linalg.norm(_flat(global_clipped)))
+    evidence = (f"{TF}: after your per-tensor clipping the update's global norm is {norm:.3g} "
+                f"({'>' if norm > threshold * 1.001 else '<='} {threshold:g}) and its direction changed "
+                f"(cosine {cosine:.2f} to the raw gradient); tf.clip_by_global_norm gives norm {global_norm:.3g}, cosine 1.00")
+    if norm > threshold * 1.001 or cosine < 0.999:
+        return verdict("confirmed", evidence, assumptions)
+    return verdict("not-reproduced", f"{TF}: the clipped update has norm {norm:.3g} and cosine {cosine:.3f}", assumptions)
+
+
+# --- CL004 ----------------------------------------------------------------------------------
+
+STAND_IN_LOGITS = {
+    "softmax": ([[100.0, 0.0, -3.0]], lambda l: tf.nn.softmax(l), lambda l: tf.nn.log_softmax(l), "tf.nn.log_softmax"),
+    "sigmoid": ([[-200.0, 0.5]], lambda l: tf.math.sigmoid(l), lambda l: tf.math.log_sigmoid(l), "tf.math.log_sigmoid"),
+    "1-sigmoid": ([[200.0, 0.5]], lambda l: tf.math.sigmoid(l), lambda l: tf.math.log_sigmoid(-l),
+                  "tf.math.log_sigmoid(-x)"),
+}
+
+
+class _Replace(ast.NodeTransformer):
+    """Put a name where the softmax call sits inside the log expression."""
+
+    def __init__(self, target: ast.AST) -> None:
+        self.target = ast.dump(target)
+        self.found = False
+
+    def visit_Call(self, node: ast.Call):
+        if ast.dump(node) == self.target:
+            self.found = True
+            return ast.copy_location(ast.Name("probabilities_", ast.Load()), node)
+        return self.generic_visit(node)
+
+
+def _probabilities(probe: dict, logits, assumptions: List[str]):
+    """The user's softmax/sigmoid call applied to stand-in logits (its own keyword arguments kept)."""
+    kind = probe["kind"].replace("1-", "")
+    source = probe.get("source")
+    if source is None:
+        assumptions.append(f"the {kind} output is stood in by the {kind} of stand-in logits")
+        return STAND_IN_LOGITS[probe["kind"]][1](logits)
+    call = _tree(source["code"]).body[0].value
+    ns = namespace(source, {}, assumptions)
+    function = eval(compile(ast.Expression(call.func), "<softmax>", "eval"), ns)
+    keywords = {kw.arg: eval(compile(ast.Expression(kw.value), "<kw>", "eval"), ns) for kw in call.keywords if kw.arg}
+    assumptions.append(f"the input of `{ast.unparse(call.func)}` is the stand-in logits")
+    return function(logits, **keywords)
+
+
+def _log_value(probe: dict, logits, assumptions: List[str]):
+    probabilities = _probabilities(probe, logits, assumptions)
+    log = probe["log"]
+    tree = _tree(log["code"])
+    if probe.get("source") is not None:
+        replacer = _Replace(_tree(probe["source"]["code"]).body[0].value)
+        tree = ast.fix_missing_locations(replacer.visit(tree))
+        if replacer.found:
+            code = ast.unparse(tree)
+            return execute(code, namespace({**log, "code": code}, {"probabilities_": probabilities}, assumptions))
+    unknown = [n for n in free_names(log["code"]) if n not in log.get("imports", {}) and n not in log.get("constants", {})]
+    if len(unknown) > 1:
+        assumptions.append(f"evaluated the log of the probabilities directly: {', '.join(unknown)} are not known")
+        return tf.math.log(probabilities)
+    return execute(log["code"], namespace(log, {n: probabilities for n in unknown}, assumptions))
+
+
+def probe_log_softmax(probe: dict) -> dict:
+    kind = probe["kind"]
+    values, _, reference, reference_name = STAND_IN_LOGITS[kind]
+    assumptions = [f"stand-in logits {values[0]} (float32)"]
+    logits = tf.Variable(values)
+    with tf.GradientTape(persistent=True) as tape:
+        value = tf.cast(_log_value(probe, logits, assumptions), tf.float32)
+        total = tf.reduce_sum(value)
+        expected = reference(logits)
+        expected_total = tf.reduce_sum(expected)
+    grad = tape.gradient(total, logits)
+    expected_grad = tape.gradient(expected_total, logits)
+    value, expected = np.asarray(value), np.asarray(expected)
+    grad = np.zeros_like(values) if grad is None else np.asarray(grad)
+    mine, theirs = shown(value), shown(expected)
+    if not np.all(np.isfinite(value)) or not np.all(np.isfinite(grad)):
+        nan_grad = "and its gradient is NaN" if not np.all(np.isfinite(grad)) else "and its gradient is finite"
+        return verdict("confirmed", f"{TF}: your expression gives {mine} {nan_grad}; {reference_name} gives "
+                                    f"{theirs}", assumptions)
+    vanished = np.isclose(grad, 0.0, atol=1e-6) & ~np.isclose(np.asarray(expected_grad), 0.0, atol=1e-6)
+    if value.shape == expected.shape and not np.allclose(value, expected, rtol=1e-3, atol=1e-3):
+        return verdict("confirmed", f"{TF}: your expression gives {mine} where {reference_name} gives "
+                                    f"{theirs}" + (f"; the gradient vanished for {int(vanished.sum())} "
+                                                            f"logit(s)" if vanished.any() else ""), assumptions)
+    if vanished.any():
+        return verdict("confirmed", f"{TF}: your expression gives {mine}, but its gradient is 0 for "
+                                    f"{int(vanished.sum())} logit(s) where {reference_name}'s is not", assumptions)
+    return verdict("not-reproduced", f"{TF}: your expression matches {reference_name} ({mine})", assumptions)
+
+
+# --- CL005 ----------------------------------------------------------------------------------
+
+def probe_none_unsafe(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
+                   "as for a frozen or unused layer"]
+    grads = [tf.ones([2, 2]), None, tf.ones([3])]
+    variables = [tf.Variable(tf.zeros([2, 2])), tf.Variable(tf.zeros([4])), tf.Variable(tf.zeros([3]))]
+    try:
+        _replay_loop(probe, probe["loop"], grads, variables, assumptions)
+    except (ValueError, TypeError) as err:
+        return verdict("confirmed", f"{TF}: with one None gradient your code raises {first_line(err)}", assumptions)
+    return verdict("not-reproduced", f"{TF}: your code handled a None gradient without an error", assumptions)
+
+
+def probe_misaligned(probe: dict) -> dict:
+    assumptions = ["stand-in: variables v0, v1, v2 of shape (2,); v1 gets no gradient (None)"]
+    grads = [tf.fill([2], 1.0), None, tf.fill([2], 3.0)]
+    variables = [tf.Variable(tf.zeros([2]), name=f"v{i}") for i in range(3)]
+    bound: Dict[str, object] = {}
+    bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
+    bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
+    ns = {}
+    for statement in probe.get("statements", []):
+        ns = namespace(statement, {**bound, **ns}, assumptions, variables)
+        execute(statement["code"], ns)
+        bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+    pairs = list(execute(probe["zip"]["code"], namespace(probe["zip"], bound, assumptions, variables)))
+    wrong = []
+    for grad, variable in pairs:
+        source = int(round(float(np.asarray(grad).reshape(-1)[0]))) - 1 if grad is not None else None
+        target = next(i for i, v in enumerate(variables) if v is variable)
+        if source is not None and source != target:
+            wrong.append(f"v{target} got v{source}'s gradient")
+    if not wrong:
+        return verdict("not-reproduced", f"{TF}: every gradient was paired with its own variable", assumptions)
+    KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients([(g, v) for g, v in pairs if g is not None])
+    return verdict("confirmed", f"{TF}, {FLAVOUR}: {'; '.join(wrong)}, and apply_gradients raised nothing "
+                                f"(the shapes match)", assumptions)
+
+
+PROBES = {
+    ("CL001", "construct"): probe_construct,
+    ("CL001", "late-attribute"): probe_late_attribute,
+    ("CL002", "option"): probe_after_compile,
+    ("CL002", "replace"): probe_after_compile,
+    ("CL002", "rebind"): probe_after_compile,
+    ("CL002", "callback"): probe_after_compile,
+    ("CL003", "per-tensor"): probe_per_tensor,
+    ("CL004", "softmax"): probe_log_softmax,
+    ("CL004", "sigmoid"): probe_log_softmax,
+    ("CL004", "1-sigmoid"): probe_log_softmax,
+    ("CL005", "none-unsafe"): probe_none_unsafe,
+    ("CL005", "misaligned"): probe_misaligned,
+}
+
+
+def run(probe: dict) -> dict:
+    handler = PROBES.get((probe.get("rule"), probe.get("kind")))
+    if handler is None:
+        return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
+    try:
+        return handler(probe)
+    except AttributeError as err:
+        return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have "
+                                       f"or the probe could not stand in for: {first_line(err)}")
+    except (NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
+        return verdict("inconclusive", f"the snippet could not run with stand-ins: {first_line(err)}")
