@@ -1,0 +1,249 @@
+"""The verifier against real TensorFlow (tensorflow-cpu), never a mock of it."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+
+from cliplint.engine import lint_module  # noqa: E402
+from cliplint.rules import ALL_RULES  # noqa: E402
+from cliplint.verify import Session, verify_findings  # noqa: E402
+
+RULES = list(ALL_RULES.values())
+
+PROGRAM = textwrap.dedent("""\
+    import tensorflow as tf
+
+    opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)
+
+    def fit_then_clip(model, x, y):
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(x, y)
+        model.optimizer.clipnorm = 1.0
+        model.fit(x, y)
+
+    def clip_before_fit(model, x, y):
+        sgd = tf.keras.optimizers.SGD(1.0)
+        model.compile(optimizer=sgd, loss="mse")
+        sgd.clipnorm = 1.0
+        model.fit(x, y)
+
+    def step(model, x, labels):
+        with tf.GradientTape() as tape:
+            probs = tf.nn.softmax(model(x))
+            loss = -tf.reduce_sum(labels * tf.math.log(probs))
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [tf.clip_by_norm(g, 1.0) for g in grads]
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+
+    def filtered(model, loss, tape):
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [g for g in grads if g is not None]
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+""")
+
+
+@pytest.fixture(scope="module")
+def verified():
+    findings, _ = lint_module("program.py", PROGRAM, RULES)
+    return {(f.code, f.line): f.verification for f in verify_findings(findings, timeout=120)}
+
+
+def test_every_finding_gets_a_verdict_with_versions(verified):
+    assert set(verified) == {("CL001", 3), ("CL002", 8), ("CL002", 14), ("CL004", 20), ("CL003", 22),
+                             ("CL005", 22), ("CL005", 28)}
+    for verification in verified.values():
+        assert verification["verdict"] in ("confirmed", "not-reproduced", "inconclusive", "skipped")
+        assert verification["tensorflow"] and verification["keras"] and verification["flavour"]
+        assert isinstance(verification["assumptions"], list)
+
+
+def test_cl001_constructor_raises_in_keras3_or_drops_clipvalue_in_tf_keras(verified):
+    v = verified[("CL001", 3)]
+    assert v["verdict"] == "confirmed"
+    if v["flavour"] == "Keras 3":
+        assert "raises ValueError: Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set" in v["evidence"]
+    else:
+        assert "`clipvalue` silently had no effect" in v["evidence"]
+
+
+def test_cl002_after_fit_is_confirmed_with_the_weights(verified):
+    v = verified[("CL002", 8)]
+    assert v["verdict"] == "confirmed"
+    assert "-199 -> 39601" in v["evidence"] and "unclipped" in v["evidence"]
+
+
+def test_cl002_before_fit_is_not_reproduced(verified):
+    v = verified[("CL002", 14)]
+    assert v["verdict"] == "not-reproduced"
+    assert "takes effect because no fit() ran before it" in v["evidence"]
+
+
+def test_cl003_global_norm_and_cosine(verified):
+    v = verified[("CL003", 22)]
+    assert v["verdict"] == "confirmed"
+    assert "global norm is 2 (> 1)" in v["evidence"] and "cosine 0.55" in v["evidence"]
+
+
+def test_cl004_minus_inf_and_nan_gradient(verified):
+    v = verified[("CL004", 20)]
+    assert v["verdict"] == "confirmed"
+    assert "-inf" in v["evidence"] and "NaN" in v["evidence"] and "[0, -100, -103]" in v["evidence"]
+
+
+def test_cl005_none_raises_and_misalignment_is_silent(verified):
+    unsafe = verified[("CL005", 22)]
+    assert unsafe["verdict"] == "confirmed"
+    assert "Attempt to convert a value (None)" in unsafe["evidence"]
+    misaligned = verified[("CL005", 28)]
+    assert misaligned["verdict"] == "confirmed"
+    assert "v1 got v2's gradient" in misaligned["evidence"] and "raised nothing" in misaligned["evidence"]
+
+
+def _finding(source):
+    findings, _ = lint_module("x.py", textwrap.dedent(source), RULES)
+    assert findings, source
+    return findings[0]
+
+
+def test_misaligned_lists_without_none_are_not_reproduced():
+    """The zip is misaligned only when a None was removed: a probe whose filter removes nothing."""
+    finding = _finding("""\
+        import tensorflow as tf
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = [g for g in grads if g is not None and g is not 0]
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    """)
+    probe = dict(finding.probe)
+    # replay the filtering on a list that holds no None: every pair stays aligned
+    probe["statements"] = [{"code": "grads = [g for g in grads if g is not None or g is None]",
+                            "imports": {}, "constants": {}}]
+    session = Session(timeout=120)
+    try:
+        from dataclasses import replace
+        verdict = session.verify(replace(finding, probe=probe))
+    finally:
+        session.close()
+    assert verdict["verdict"] == "not-reproduced"
+
+
+@pytest.mark.parametrize("source", [
+    "import os, tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=os.system('touch pwned'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=open('pwned', 'w').write('x'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=tf.io.write_file('pwned', 'x'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=__import__('os').system('touch pwned'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf, subprocess\nopt = tf.keras.optimizers.Adam(learning_rate=subprocess.call(['touch', 'pwned']), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=tf.keras.utils.get_file('pwned', 'http://x'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=(1).__class__.__bases__[0], clipnorm=1.0, clipvalue=0.5)\n",
+])
+def test_unsafe_snippets_are_never_executed(source, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    finding = _finding(source)
+    verification = verify_findings([finding], timeout=60)[0].verification
+    assert verification["verdict"] == "skipped"
+    assert verification["evidence"].startswith("not executed: ")
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_timeout_makes_the_probe_inconclusive_and_a_new_worker_takes_the_rest():
+    slow = _finding("import tensorflow as tf\n"
+                    "opt = tf.keras.optimizers.Adam(learning_rate=sum(range(10**10)), clipnorm=1.0, clipvalue=0.5)\n")
+    quick = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    session = Session(timeout=3)
+    try:
+        session._worker()  # start (and import TensorFlow) outside the probe's time limit
+        first = session.verify(slow)
+        second = session.verify(quick)
+    finally:
+        session.close()
+    assert first["verdict"] == "inconclusive" and "did not finish within 3 s" in first["evidence"]
+    assert second["verdict"] == "confirmed"
+
+
+def test_worker_crash_is_inconclusive_and_recovered():
+    finding = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    session = Session(timeout=120)
+    try:
+        session._worker().process.kill()
+        session._worker().process.wait()
+        crashed = session.verify(finding)
+        recovered = session.verify(finding)
+    finally:
+        session.close()
+    assert crashed["verdict"] == "inconclusive" and "new worker takes the rest" in crashed["evidence"]
+    assert recovered["verdict"] == "confirmed"
+
+
+def test_memory_limit_stops_unbounded_allocation(monkeypatch):
+    monkeypatch.setenv("CLIPLINT_VERIFY_MEMORY", str(3 * 1024 ** 3))
+    finding = _finding("import tensorflow as tf\n"
+                       "opt = tf.keras.optimizers.Adam(learning_rate=len('x' * 10**11), clipnorm=1.0, clipvalue=0.5)\n")
+    verification = verify_findings([finding], timeout=120)[0].verification
+    assert verification["verdict"] == "inconclusive"
+    assert "memory" in verification["evidence"]
+
+
+def test_temporary_folder_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    finding = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    verify_findings([finding], timeout=120)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_verify_json_and_exit_status(tmp_path, run_cli):
+    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+        import tensorflow as tf
+        def configure(model, x, y):
+            opt = tf.keras.optimizers.SGD(0.1)
+            model.compile(optimizer=opt, loss="mse")
+            opt.clipnorm = 1.0
+            model.fit(x, y)
+    """))
+    result = run_cli("--verify", "--output-format", "json", "train.py")
+    records = json.loads(result.stdout)
+    assert records[0]["verification"]["verdict"] == "not-reproduced"
+    assert set(records[0]["verification"]) >= {"verdict", "evidence", "assumptions", "tensorflow", "keras"}
+    # a not-reproduced finding is printed but does not make the exit status 1
+    assert result.returncode == 0
+    text = run_cli("--verify", "train.py").stdout
+    assert "[not-reproduced: " in text and "(1 not reproduced)" in text
+
+
+def test_verify_without_tensorflow_says_how_to_install(tmp_path):
+    (tmp_path / "a.py").write_text("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    script = ("import importlib.util, sys\n"
+              "real = importlib.util.find_spec\n"
+              "importlib.util.find_spec = lambda name, *a: None if name == 'tensorflow' else real(name, *a)\n"
+              "sys.argv = ['cliplint', '--verify', 'a.py']\n"
+              "from cliplint.cli import main\nmain()\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "pip install 'cliplint[verify]'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plain_linting_never_imports_tensorflow(tmp_path):
+    (tmp_path / "a.py").write_text(PROGRAM)
+    script = ("import sys\nsys.argv = ['cliplint', 'a.py']\nfrom cliplint.cli import main\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "assert 'tensorflow' not in sys.modules, 'tensorflow was imported'\nprint('ok')\n")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert result.stdout.strip().endswith("ok"), result.stderr
+
+
+def test_tf_keras_flavour_names_itself_and_drops_clipvalue(tmp_path, run_cli):
+    pytest.importorskip("tf_keras", reason="install tf-keras (--no-deps) to test the tf-keras flavour")
+    (tmp_path / "a.py").write_text("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    result = run_cli("--verify", "--output-format", "json", "a.py", env={"TF_USE_LEGACY_KERAS": "1"})
+    verification = json.loads(result.stdout)[0]["verification"]
+    assert verification["flavour"] == "tf-keras"
+    assert verification["verdict"] == "confirmed"
+    assert verification["evidence"].startswith("tf-keras 2.")
+    assert "`clipvalue` silently had no effect" in verification["evidence"]
