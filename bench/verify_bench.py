@@ -1,0 +1,61 @@
+"""Verifier speed: verify 100 findings (taken round-robin from the fixtures) in one run and
+report the TensorFlow import once, then the time per probe by rule.
+
+    python bench/verify_bench.py [--findings 100]
+
+Target (issue #3): under 0.2 s per probe on average on a 2-core machine, import excluded.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from itertools import cycle, islice
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from cliplint.config import Config  # noqa: E402
+from cliplint.engine import run  # noqa: E402
+from cliplint.verify import Session  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--findings", type=int, default=100)
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args()
+    found = [f for f in run([str(ROOT / "fixtures"), str(ROOT / "examples")], Config(isolated=True)).findings
+             if f.probe is not None]
+    sample = list(islice(cycle(found), args.findings))
+    session = Session(args.timeout)
+    try:
+        started = time.perf_counter()
+        session._worker()
+        startup = time.perf_counter() - started
+        per_rule = defaultdict(list)
+        verdicts = defaultdict(int)
+        probing = time.perf_counter()
+        for finding in sample:
+            t0 = time.perf_counter()
+            verdict = session.verify(finding)
+            per_rule[finding.code].append(time.perf_counter() - t0)
+            verdicts[verdict["verdict"]] += 1
+        total = time.perf_counter() - probing
+    finally:
+        session.close()
+    print(f"worker start (interpreter + import tensorflow): {startup:.2f} s  ({session.versions})")
+    print(f"{len(sample)} findings verified in {total:.2f} s: {total / len(sample):.3f} s per probe "
+          f"(target < 0.2 s) -- verdicts {dict(verdicts)}")
+    print(f"{'rule':<6} {'probes':>6} {'mean s':>8} {'median s':>9} {'max s':>7}")
+    for code in sorted(per_rule):
+        times = per_rule[code]
+        print(f"{code:<6} {len(times):>6} {statistics.mean(times):>8.3f} {statistics.median(times):>9.3f} {max(times):>7.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
