@@ -161,3 +161,16 @@ def explain(rule: str) -> None:
                 the other files are still linted."""))
         else:
             click.echo(ALL_RULES[code].doc())
+
+
+@main.command("problem-matcher")
+@click.option("--vscode", "editor", flag_value="vscode", default=True,
+              help="The `problemMatcher` object for a VS Code task (tasks.json).")
+@click.option("--github", "editor", flag_value="github",
+              help="A GitHub Actions matcher file (register it with ::add-matcher::).")
+def problem_matcher(editor: str) -> None:
+    """Print a problem matcher that turns cliplint's text output into editor/CI problems."""
+    from importlib.resources import files
+
+    name = "vscode-problem-matcher.json" if editor == "vscode" else "github-problem-matcher.json"
+    click.echo(files("cliplint").joinpath("data", name).read_text(encoding="utf-8"), nl=False)

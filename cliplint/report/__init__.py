@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ..engine import Finding
-from . import text, machine
+from . import ci, machine, text
 
 Formatter = Callable[[List[Finding], "RunInfo"], str]
 
@@ -23,4 +23,8 @@ FORMATS: Dict[str, Formatter] = {
     "text": text.render,
     "json": machine.json_array,
     "json-lines": machine.json_lines,
+    "sarif": ci.sarif,
+    "github": ci.github,
+    "junit": ci.junit,
+    "gitlab": ci.gitlab,
 }

@@ -1,0 +1,187 @@
+"""CI formats: SARIF 2.1.0 (GitHub code scanning), GitHub workflow annotations, JUnit XML,
+GitLab Code Quality. Layouts follow ECOSYSTEM.md; each is tested against its consumer's rules."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import textwrap
+import xml.etree.ElementTree as ET
+from typing import Dict, List
+from urllib.parse import quote
+
+from .. import __version__
+from ..engine import Finding
+from .machine import RULES_URL
+
+INFORMATION_URI = "https://github.com/cliplint/cliplint"
+
+
+def _rules():
+    from ..rules import ALL_RULES, UNREADABLE
+
+    described = {UNREADABLE[0]: (UNREADABLE[1], UNREADABLE[2], UNREADABLE[2], "error")}
+    for code, rule in ALL_RULES.items():
+        described[code] = (rule.name, rule.summary, textwrap.dedent(rule.why).strip(), rule.severity)
+    return described, ALL_RULES
+
+
+def _message(finding: Finding) -> str:
+    text = finding.message
+    if finding.cell is not None:
+        text = f"(cell {finding.cell}, line {finding.line}) {text}"
+    if finding.verification:
+        text += f" [{finding.verification['verdict']}: {finding.verification['evidence']}]"
+    return text
+
+
+def _line_text(finding: Finding, cache: Dict[str, List[str]]) -> str:
+    if finding.path not in cache:
+        try:
+            with open(finding.path, encoding="utf-8", errors="replace") as handle:
+                cache[finding.path] = handle.read().splitlines()
+        except OSError:
+            cache[finding.path] = []
+    lines = cache[finding.path]
+    return lines[finding.line - 1].strip() if 0 < finding.line <= len(lines) else ""
+
+
+# --- SARIF ----------------------------------------------------------------------------------
+
+def sarif(findings: List[Finding], info) -> str:
+    described, rules = _rules()
+    codes = sorted(described)
+    results, seen, lines = [], {}, {}
+    for finding in findings:
+        digest = hashlib.sha256(f"{finding.code}\0{finding.path}\0{_line_text(finding, lines)}".encode()).hexdigest()[:16]
+        seen[digest] = seen.get(digest, 0) + 1
+        result = {
+            "ruleId": finding.code,
+            "ruleIndex": codes.index(finding.code),
+            "level": finding.severity,
+            "message": {"text": _message(finding)},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": _artifact(finding.path),
+                "region": {"startLine": finding.line, "startColumn": finding.column,
+                           "endLine": finding.end_line, "endColumn": max(finding.end_column, finding.column)},
+            }}],
+            "partialFingerprints": {"primaryLocationLineHash": f"{digest}:{seen[digest]}"},
+        }
+        properties = {}
+        if finding.cell is not None:
+            properties["cell"] = finding.cell
+        if finding.verification:
+            properties["verification"] = finding.verification
+        if properties:
+            result["properties"] = properties
+        results.append(result)
+    driver = {
+        "name": "cliplint", "version": __version__, "semanticVersion": __version__,
+        "informationUri": INFORMATION_URI,
+        "rules": [_sarif_rule(code, *described[code], rules.get(code)) for code in codes],
+    }
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": driver},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": _directory_uri(os.getcwd())}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+def _sarif_rule(code, name, summary, why, severity, rule) -> dict:
+    help_markdown = rule.doc() if rule is not None else summary
+    return {
+        "id": code, "name": name,
+        "shortDescription": {"text": summary[:1024]},
+        "fullDescription": {"text": " ".join(why.split())[:1024]},
+        "help": {"text": " ".join(why.split())[:1024], "markdown": help_markdown},
+        "helpUri": RULES_URL.format(code=code),
+        "defaultConfiguration": {"level": severity},
+        "properties": {"tags": ["tensorflow", "correctness"], "precision": "high",
+                       "problem.severity": "error" if severity == "error" else "warning"},
+    }
+
+
+def _directory_uri(path: str) -> str:
+    return "file://" + quote(path.replace(os.sep, "/").rstrip("/") + "/")
+
+
+def _artifact(path: str) -> dict:
+    if os.path.isabs(path):
+        return {"uri": "file://" + quote(path.replace(os.sep, "/"))}
+    return {"uri": quote(path.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
+
+
+# --- GitHub workflow commands ------------------------------------------------------------------
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(findings: List[Finding], info) -> str:
+    lines = []
+    for f in findings:
+        properties = [f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
+                      f"endLine={f.end_line}", f"endColumn={max(f.end_column, f.column)}",
+                      f"title={_escape_property(f'cliplint ({f.code} {f.name})')}"]
+        lines.append(f"::{f.severity} {','.join(properties)}::{_escape_data(f'{f.code} {_message(f)}')}")
+    return "".join(line + "\n" for line in lines)
+
+
+# --- JUnit XML --------------------------------------------------------------------------------
+
+def junit(findings: List[Finding], info) -> str:
+    suites = ET.Element("testsuites", name="cliplint", tests=str(max(len(findings), 1)),
+                        failures=str(len(findings)), errors="0", skipped="0")
+    by_path: Dict[str, List[Finding]] = {}
+    for finding in findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    for path, found in by_path.items():
+        suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(found)), failures=str(len(found)),
+                              errors="0", skipped="0", package="org.cliplint")
+        for f in found:
+            case = ET.SubElement(suite, "testcase", name=f"org.cliplint.{f.code}",
+                                 classname=os.path.splitext(path)[0], line=str(f.line), column=str(f.column))
+            properties = ET.SubElement(case, "properties")
+            ET.SubElement(properties, "property", name="severity", value=f.severity)
+            failure = ET.SubElement(case, "failure", message=_message(f), type=f.code)
+            failure.text = f"line {f.line}, col {f.column}, {_message(f)}"
+    if not findings:
+        suite = ET.SubElement(suites, "testsuite", name="cliplint", tests="1", failures="0", errors="0", skipped="0")
+        ET.SubElement(suite, "testcase", name="No errors found", classname="cliplint")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+# --- GitLab Code Quality ----------------------------------------------------------------------
+
+def gitlab(findings: List[Finding], info) -> str:
+    root = os.environ.get("CI_PROJECT_DIR") or os.getcwd()
+    report, fingerprints = [], set()
+    for f in findings:
+        path = os.path.relpath(os.path.abspath(f.path), root).replace(os.sep, "/")
+        salt = 0
+        while True:  # line-independent, unique within the report (ruff's scheme)
+            fingerprint = hashlib.sha256(f"{f.code}\0{path}\0{f.message}\0{salt}".encode()).hexdigest()[:16]
+            if fingerprint not in fingerprints:
+                break
+            salt += 1
+        fingerprints.add(fingerprint)
+        report.append({
+            "check_name": f.code,
+            "description": f"{f.code}: {_message(f)}",
+            "severity": "major" if f.severity == "error" else "minor",
+            "fingerprint": fingerprint,
+            "location": {"path": path, "lines": {"begin": f.line, "end": f.end_line},
+                         "positions": {"begin": {"line": f.line, "column": f.column},
+                                       "end": {"line": f.end_line, "column": f.end_column}}},
+        })
+    return json.dumps(report, indent=2) + "\n"
