@@ -117,15 +117,15 @@ class LogOfSoftmax(Rule):
 
     @staticmethod
     def _message(kind: str, node: cst.CSTNode, padded: bool) -> str:
+        hidden = (" The epsilon or clip hides the -inf but makes the gradient vanish for the entries it "
+                  "touches." if padded else "")
         if kind == "softmax":
-            hidden = (" The epsilon or clip hides the -inf but makes the gradient vanish for the entries it "
-                      "touches." if padded else "")
             return ("log of a softmax output: in float32 it is -inf once the logit gap passes about 87 "
                     "(float16: wrong from about 16) and the gradient becomes NaN." + hidden +
                     " Use `tf.nn.log_softmax(logits)` or a `from_logits=True` loss.")
         fix = "tf.math.log_sigmoid(-x)" if kind == "1-sigmoid" else "tf.math.log_sigmoid(x)"
         return (f"log of a sigmoid output: the sigmoid underflows to {'1' if kind == '1-sigmoid' else '0'} "
-                f"for large logits, giving -inf and NaN gradients. Use `{fix}` or "
+                f"for large logits, giving -inf and NaN gradients.{hidden} Use `{fix}` or "
                 f"`tf.nn.sigmoid_cross_entropy_with_logits`.")
 
     def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
