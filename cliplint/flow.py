@@ -13,7 +13,7 @@ whether that element is guarded against `None`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -402,6 +402,16 @@ class Flow:
                 return True
         return False
 
+    # --- probabilities --------------------------------------------------------------------
+
+    def probability(self, expr) -> Optional["Source"]:
+        """(softmax | sigmoid | 1-sigmoid, producing node, padded) when `expr` holds probabilities."""
+        return Probabilities(self.ctx).probability(expr, frozenset())
+
+    def model_output(self, model) -> Optional["Source"]:
+        """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""
+        return Probabilities(self.ctx).model_output(model)
+
     # --- constants and snippets -----------------------------------------------------------
 
     def constant(self, expr: Optional[cst.BaseExpression], depth: int = 0):
@@ -508,6 +518,159 @@ def reaches_apply(flow: Flow, node: cst.CSTNode, depth: int = 0) -> bool:
                        for use in flow.uses_after(name.value, parent))
         return False
     return False
+
+
+SOFTMAX = {"tensorflow.nn.softmax", "keras.activations.softmax", "keras.ops.softmax", "keras.backend.softmax"}
+SIGMOID = {"tensorflow.math.sigmoid", "keras.activations.sigmoid", "keras.ops.sigmoid", "keras.backend.sigmoid"}
+# Functions that keep "this is (a piece of) a probability" true of their first argument.
+KEEPS_PROBABILITY = {
+    "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
+    "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",
+    "tensorflow.gather_nd", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.reduce_sum",
+    "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
+    "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
+}
+SEQUENTIAL = {"keras.Sequential", "keras.models.Sequential"}
+FUNCTIONAL = {"keras.Model", "keras.models.Model"}
+Source = Tuple[str, cst.CSTNode, bool]  # (softmax | sigmoid | 1-sigmoid, producing node, padded)
+
+
+def activation_of(ctx, layer: cst.Call) -> Optional[str]:
+    """'softmax'/'sigmoid' when a layer constructor call applies that activation to its output."""
+    name = ctx.call_name(layer) or ""
+    if name in ("keras.layers.Softmax",):
+        return "softmax"
+    if name == "keras.layers.Activation":
+        value = arg(layer, 0, "activation")
+    elif name.startswith(("keras.layers.", "tensorflow.layers.")):
+        value = arg(layer, 99, "activation")
+    else:
+        return None
+    if value is None:
+        return None
+    constant = ctx.flow.constant(value)
+    if isinstance(constant, str):
+        return constant if constant in ("softmax", "sigmoid") else None
+    qualified = ctx.qualify(value)
+    return "softmax" if qualified in SOFTMAX else "sigmoid" if qualified in SIGMOID else None
+
+
+
+
+class Probabilities:
+    """Where softmax/sigmoid outputs come from: the calls, layers with a softmax activation,
+    and functions, models and `call` methods of the module that return one."""
+
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+
+    def model_output(self, model) -> Optional[Source]:
+        ctx = self.ctx
+        built = ctx.flow.value_of(model)
+        if isinstance(built, cst.Call):
+            name = ctx.call_name(built)
+            if name in SEQUENTIAL:
+                return self._last_layer(built, False)
+            if name in FUNCTIONAL:
+                return self.probability(arg(built, 1, "outputs"), frozenset())
+        return self._returned(cst.Call(func=model), frozenset(), False)
+
+    def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
+        ctx = self.ctx
+        if expr is None or len(seen) > MAX_DEPTH or expr in seen:
+            return None
+        seen = seen | {expr}
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            value = ctx.flow.value_of(expr)
+            return None if value is expr else self.probability(value, seen, padded)
+        if isinstance(expr, cst.Subscript):
+            return self.probability(expr.value, seen, padded)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._arithmetic(expr, seen, padded)
+        if isinstance(expr, cst.Call):
+            return self._call(expr, seen, padded)
+        return None
+
+    def _arithmetic(self, expr: cst.BinaryOperation, seen, padded) -> Optional[Source]:
+        ctx = self.ctx
+        left, right = expr.left, expr.right
+        left_const = ctx.flow.constant(left) is not UNKNOWN
+        right_const = ctx.flow.constant(right) is not UNKNOWN
+        if isinstance(expr.operator, cst.Add):
+            if right_const or self._small_name(right):
+                return self.probability(left, seen, True)
+            if left_const or self._small_name(left):
+                return self.probability(right, seen, True)
+        if isinstance(expr.operator, cst.Subtract) and left_const and ctx.flow.constant(left) == 1:
+            inner = self.probability(right, seen, padded)
+            return ("1-sigmoid", inner[1], padded) if inner and inner[0] == "sigmoid" else None
+        if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
+            return self.probability(left, seen, padded) or self.probability(right, seen, padded)
+        return None
+
+    @staticmethod
+    def _small_name(expr) -> bool:
+        return isinstance(expr, cst.Name) and expr.value.lower() in ("eps", "epsilon", "_eps", "tiny")
+
+    def _call(self, call: cst.Call, seen, padded) -> Optional[Source]:
+        ctx = self.ctx
+        name = ctx.call_name(call)
+        if name in SOFTMAX:
+            return "softmax", call, padded
+        if name in SIGMOID:
+            return "sigmoid", call, padded
+        if name in KEEPS_PROBABILITY:
+            clipped = padded or name.endswith(("clip_by_value", "clip", "maximum"))
+            return self.probability(arg(call, 0, "x"), seen, clipped)
+        if name in ("tensorflow.layers.dense",):
+            kind = activation_of(ctx, call)
+            return (kind, call, padded) if kind else None
+        if isinstance(call.func, cst.Call):  # Dense(10, activation="softmax")(h), Softmax()(h)
+            kind = activation_of(ctx, call.func)
+            if kind:
+                return kind, call, padded
+        return self._returned(call, seen, padded)
+
+    def _returned(self, call: cst.Call, seen, padded) -> Optional[Source]:
+        """A call of a function, model or layer defined in this module that returns probabilities."""
+        ctx = self.ctx
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "predict":
+            func = func.value
+        callee = ctx.flow.value_of(func)
+        if isinstance(callee, cst.Call):  # actor = Actor(); actor(x)  /  model = Sequential([...]); model(x)
+            if ctx.call_name(callee) in SEQUENTIAL:
+                return self._last_layer(callee, padded)
+            callee = callee.func
+        if not isinstance(callee, cst.Name):
+            return None
+        binding = ctx.flow.binding_of(callee)
+        if binding is None or binding.kind != "def":
+            return None
+        definition = binding.owner
+        if isinstance(definition, cst.ClassDef):
+            methods = [m for m in definition.body.body if isinstance(m, cst.FunctionDef)
+                       and m.name.value in ("call", "__call__")]
+            if not methods:
+                return None
+            definition = methods[0]
+        for ret in ctx.nodes(cst.Return):
+            if ret.value is not None and ctx.encloses(definition, ret) and ctx.flow.scope_of(ret) is definition:
+                found = self.probability(ret.value, seen, padded)
+                if found:
+                    return found
+        return None
+
+    def _last_layer(self, sequential: cst.Call, padded) -> Optional[Source]:
+        ctx = self.ctx
+        layers = arg(sequential, 0, "layers")
+        if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
+            last = layers.elements[-1].value
+            if isinstance(last, cst.Call):
+                kind = activation_of(ctx, last)
+                if kind:
+                    return kind, last, padded
+        return None
 
 
 def probe_roles(flow: Flow, iterable: Optional[cst.BaseExpression]) -> dict:
