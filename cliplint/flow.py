@@ -565,14 +565,6 @@ class Probabilities:
         self.ctx = ctx
 
     def model_output(self, model) -> Optional[Source]:
-        ctx = self.ctx
-        built = ctx.flow.value_of(model)
-        if isinstance(built, cst.Call):
-            name = ctx.call_name(built)
-            if name in SEQUENTIAL:
-                return self._last_layer(built, False)
-            if name in FUNCTIONAL:
-                return self.probability(arg(built, 1, "outputs"), frozenset())
         return self._returned(cst.Call(func=model), frozenset(), False)
 
     def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
@@ -639,8 +631,11 @@ class Probabilities:
             func = func.value
         callee = ctx.flow.value_of(func)
         if isinstance(callee, cst.Call):  # actor = Actor(); actor(x)  /  model = Sequential([...]); model(x)
-            if ctx.call_name(callee) in SEQUENTIAL:
+            name = ctx.call_name(callee)
+            if name in SEQUENTIAL:
                 return self._last_layer(callee, padded)
+            if name in FUNCTIONAL:
+                return self.probability(arg(callee, 1, "outputs"), seen, padded)
             callee = callee.func
         if not isinstance(callee, cst.Name):
             return None

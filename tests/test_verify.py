@@ -247,3 +247,43 @@ def test_tf_keras_flavour_names_itself_and_drops_clipvalue(tmp_path, run_cli):
     assert verification["verdict"] == "confirmed"
     assert verification["evidence"].startswith("tf-keras 2.")
     assert "`clipvalue` silently had no effect" in verification["evidence"]
+
+
+PROGRAM_FURTHER = textwrap.dedent("""\
+    import tensorflow as tf
+
+    def step(model, tape, loss, optimizer):
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    def step_unused(model, tape, loss, optimizer):
+        grads = tape.gradient(loss, model.trainable_variables)
+        clipped, _ = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+    check = tf.add_check_numerics_ops()
+    zeroing = tf.keras.optimizers.SGD(0.1, clipnorm=0.0)
+    collapsed = tf.clip_by_value(g, 1.0, -1.0)
+    classifier = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="softmax")])
+    classifier.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+""")
+
+
+@pytest.fixture(scope="module")
+def verified_further():
+    findings, _ = lint_module("further.py", PROGRAM_FURTHER, RULES)
+    return {(f.code, f.line): f.verification for f in verify_findings(findings, timeout=120)}
+
+
+def test_further_rules_are_confirmed(verified_further):
+    v = verified_further
+    assert set(v) == {("CL006", 5), ("CL007", 11), ("CL008", 13), ("CL009", 14), ("CL009", 15), ("CL010", 17)}
+    assert all(x["verdict"] == "confirmed" for x in v.values()), v
+    assert "Shapes of all inputs must match" in v[("CL006", 5)]["evidence"] or \
+        "bad operand type for unary -: 'list'" in v[("CL006", 5)]["evidence"]
+    assert "global norm 1005 (threshold 1)" in v[("CL007", 11)]["evidence"]
+    assert "has no attribute 'add_check_numerics_ops'" in v[("CL008", 13)]["evidence"]
+    assert "clipping is off" in v[("CL009", 14)]["evidence"]
+    assert "[0.5, 2, -2] became [1, 1, 1]" in v[("CL009", 15)]["evidence"]
+    assert "softmax applied twice the loss is 1.55" in v[("CL010", 17)]["evidence"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import textwrap
 from typing import Callable, Dict, List, Optional
 
@@ -62,6 +63,10 @@ class StandIn:
             raise AttributeError(attribute)
         if attribute in VARIABLE_LISTS:
             return self._variables
+        if attribute in ("apply_gradients", "apply"):
+            self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
+            optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
+            return getattr(optimizer, attribute)
         self._assumptions.append(f"`{self._name}.{attribute}` = {PLACEHOLDER} (placeholder)")
         return PLACEHOLDER
 
@@ -135,7 +140,7 @@ def shown(values) -> str:
 
 
 def first_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", " ".join(str(err).split()))
     return f"{type(err).__name__}: {text[:300]}"
 
 
@@ -486,6 +491,170 @@ def probe_misaligned(probe: dict) -> dict:
                                 f"(the shapes match)", assumptions)
 
 
+# --- CL006 ----------------------------------------------------------------------------------
+
+def probe_not_unpacked(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: two tensors of shapes (2,) and (3,), with matching variables"]
+    grads = [tf.fill([2], 3.0), tf.fill([3], 4.0)]
+    variables = [tf.Variable(tf.zeros([2])), tf.Variable(tf.zeros([3]))]
+    bound: Dict[str, object] = {}
+    bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
+    use = probe["use"]
+    try:
+        if probe.get("statement"):
+            ns = namespace(probe["statement"], bound, assumptions, variables)
+            execute(probe["statement"]["code"], ns)
+            bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+        result = execute(use["code"], namespace(use, bound, assumptions, variables))
+        if isinstance(result, (zip, map)) or (result is not None and hasattr(result, "__iter__")
+                                               and not isinstance(result, (tf.Tensor, tf.Variable))):
+            pairs = list(result)
+            KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients(pairs)
+    except (ValueError, TypeError, tf.errors.OpError) as err:
+        return verdict("confirmed", f"{TF}, {FLAVOUR}: using the pair as the gradient list raises "
+                                    f"{first_line(err)}", assumptions)
+    return verdict("not-reproduced", f"{TF}, {FLAVOUR}: the code ran without an error", assumptions)
+
+
+# --- CL007 ----------------------------------------------------------------------------------
+
+def probe_unused(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    ns = namespace(probe["clip"], bound, assumptions, variables)
+    execute(probe["clip"]["code"], ns)
+    bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+    applied = execute(probe["applied"]["code"], namespace(probe["applied"], bound, assumptions, variables))
+    applied_grads = [item[0] if isinstance(item, tuple) else item for item in list(applied)]
+    norm = float(np.linalg.norm(_flat([g for g in applied_grads if g is not None])))
+    threshold = None
+    if probe.get("threshold"):
+        threshold = float(execute(probe["threshold"]["code"], namespace(probe["threshold"], bound, assumptions)))
+    if threshold is not None and norm > threshold * 1.001:
+        return verdict("confirmed", f"{TF}: the gradients passed to apply_gradients have global norm {norm:.4g} "
+                                    f"(threshold {threshold:g}): the clipped list was computed and not used", assumptions)
+    return verdict("not-reproduced", f"{TF}: the applied gradients have global norm {norm:.4g}", assumptions)
+
+
+# --- CL008 ----------------------------------------------------------------------------------
+
+def probe_numerics(probe: dict) -> dict:
+    call = probe["call"]
+    function_code = ast.unparse(_tree(call["code"]).body[0].value.func)
+    try:
+        execute(call["code"], namespace(call, {}, []))
+    except AttributeError as err:
+        return verdict("confirmed", f"{TF} raises {first_line(err)}")
+    except RuntimeError as err:
+        traced = _checks_nothing_in_function(call, function_code)
+        return verdict("confirmed", f"{TF} raises {first_line(err)} in eager mode{traced}")
+    return verdict("not-reproduced", f"{TF}: the call ran without an error")
+
+
+def _checks_nothing_in_function(call: dict, function_code: str) -> str:
+    check = execute(function_code, namespace({**call, "code": function_code}, {}, []))
+
+    @tf.function
+    def step(x):
+        check()
+        return tf.math.log(x)
+
+    try:
+        value = float(step(tf.constant(0.0)))
+    except tf.errors.InvalidArgumentError:
+        return ""
+    return f"; placed first in a tf.function it checked nothing: log(0) returned {value:g} without an error"
+
+
+# --- CL009 ----------------------------------------------------------------------------------
+
+def probe_threshold(probe: dict) -> dict:
+    call = probe["call"]
+    assumptions: List[str] = []
+    if probe["kind"] == "optimizer":
+        try:
+            optimizer = execute(call["code"], namespace(call, {}, assumptions))
+        except ValueError as err:
+            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
+        except ImportError as err:
+            return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({first_line(err)})",
+                           assumptions)
+        options, update = one_step_update(optimizer)
+        options = ", ".join(f"{k}={v:g}" for k, v in options.items())
+        raw = np.array([3.0, -4.0])
+        if np.allclose(update, raw, atol=1e-5):
+            return verdict("confirmed", f"{FLAVOUR}: clipping is off: one SGD step with {options} applied the "
+                                        f"whole gradient {shown(update)}", assumptions)
+        if np.allclose(update, 0.0, atol=1e-7):
+            return verdict("confirmed", f"{FLAVOUR}: the gradient was zeroed: one SGD step with {options} "
+                                        f"moved the weights by {shown(-update)}", assumptions)
+        return verdict("not-reproduced", f"{FLAVOUR}: the step was clipped to {shown(update)}", assumptions)
+    tree = _tree(call["code"]).body[0].value
+    tensor = tree.args[0] if tree.args else None
+    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == "value" else tf.constant([3.0, -4.0])
+    if "global_norm" in call["code"]:
+        stand_in = [stand_in]
+    bound = {tensor.id: stand_in} if isinstance(tensor, ast.Name) else {}
+    assumptions.append(f"the clipped tensor is {shown(stand_in[0] if isinstance(stand_in, list) else stand_in)}")
+    result = execute(call["code"], namespace(call, bound, assumptions))
+    if isinstance(result, tuple):
+        result = result[0][0]
+    before, after = np.asarray(stand_in[0] if isinstance(stand_in, list) else stand_in), np.asarray(result)
+    if probe["kind"] == "value" and np.allclose(after, after.reshape(-1)[0]):
+        return verdict("confirmed", f"{TF}: {shown(before)} became {shown(after)}: every element is the minimum",
+                       assumptions)
+    if np.allclose(after, 0.0):
+        return verdict("confirmed", f"{TF}: {shown(before)} became {shown(after)}: the tensor is zeroed", assumptions)
+    if np.allclose(after, before):
+        return verdict("confirmed", f"{TF}: {shown(before)} came back unchanged: nothing is clipped", assumptions)
+    return verdict("not-reproduced", f"{TF}: {shown(before)} became {shown(after)}", assumptions)
+
+
+# --- CL010 ----------------------------------------------------------------------------------
+
+DOUBLE_ACTIVATION = {
+    "softmax": ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax, "logits [0, 10, 0], true class 0"),
+    "sigmoid": ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
+}
+
+
+def _user_loss(probe: dict, default_class: str, assumptions: List[str]):
+    snippet = probe["loss"]
+    try:
+        loss = execute(snippet["code"], namespace(snippet, {}, assumptions))
+        if isinstance(loss, KERAS.losses.Loss):
+            return loss
+    except Exception:  # the snippet is a call with names the probe cannot stand in for
+        pass
+    assumptions.append(f"the loss is stood in by {default_class}(from_logits=True)")
+    return getattr(KERAS.losses, default_class)(from_logits=True)
+
+
+def probe_double_activation(probe: dict) -> dict:
+    default_class, logits_values, activation, described = DOUBLE_ACTIVATION[probe["kind"]]
+    assumptions = [f"a confidently wrong prediction: {described}"]
+    loss = _user_loss(probe, default_class, assumptions)
+    sparse = "Sparse" in type(loss).__name__
+    if probe["kind"] == "softmax":
+        labels = tf.constant([0]) if sparse else tf.constant([[1.0, 0.0, 0.0]])
+    else:
+        labels = tf.constant([[1.0]])
+    logits = tf.Variable(logits_values)
+    with tf.GradientTape(persistent=True) as tape:
+        single = loss(labels, logits)
+        double = loss(labels, activation(logits))
+    single_grad = float(tf.norm(tape.gradient(single, logits)))
+    double_grad = float(tf.norm(tape.gradient(double, logits)))
+    evidence = (f"{FLAVOUR}: with {probe['kind']} applied twice the loss is {float(double):.3g} and the gradient norm "
+                f"{double_grad:.2g}; with the {probe['kind']} once (a linear last layer) they are {float(single):.3g} "
+                f"and {single_grad:.3g}")
+    if float(double) < 0.5 * float(single) and double_grad < 0.1 * single_grad:
+        return verdict("confirmed", evidence, assumptions)
+    return verdict("not-reproduced", evidence, assumptions)
+
+
 PROBES = {
     ("CL001", "construct"): probe_construct,
     ("CL001", "late-attribute"): probe_late_attribute,
@@ -499,6 +668,14 @@ PROBES = {
     ("CL004", "1-sigmoid"): probe_log_softmax,
     ("CL005", "none-unsafe"): probe_none_unsafe,
     ("CL005", "misaligned"): probe_misaligned,
+    ("CL006", "not-unpacked"): probe_not_unpacked,
+    ("CL007", "unused"): probe_unused,
+    ("CL008", "numerics"): probe_numerics,
+    ("CL009", "optimizer"): probe_threshold,
+    ("CL009", "tensor"): probe_threshold,
+    ("CL009", "value"): probe_threshold,
+    ("CL010", "softmax"): probe_double_activation,
+    ("CL010", "sigmoid"): probe_double_activation,
 }
 
 

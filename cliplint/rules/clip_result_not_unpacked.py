@@ -1,0 +1,102 @@
+"""CL006 clip-result-not-unpacked."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import APPLY_METHODS, arg, origin_name
+from . import Invalid, Rule
+
+CLIP = "tensorflow.clip_by_global_norm"
+
+
+def _gradient_use(ctx: Context, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The call or loop where a value is used as a list of gradients: zip, apply, iteration."""
+    parent = ctx.parent.get(node)
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent.get(parent)
+        func = call.func
+        if isinstance(func, cst.Name) and func.value in ("zip", "list", "map", "enumerate"):
+            return call
+        if isinstance(func, cst.Attribute) and func.attr.value in APPLY_METHODS:
+            return call
+    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is node:
+        return parent
+    return None
+
+
+class ClipResultNotUnpacked(Rule):
+    code = "CL006"
+    name = "clip-result-not-unpacked"
+    summary = "The `(clipped, global_norm)` tuple of `tf.clip_by_global_norm` is used as the gradient list."
+    severity = "error"
+    tokens = (b"clip_by_global_norm",)
+    why = """
+        `tf.clip_by_global_norm(t_list, clip_norm)` returns a pair: the clipped list and the
+        global norm. Assigned to one name, or passed straight on, the pair is used as if it were
+        the list: `zip(grads, variables)` pairs the whole clipped list with the first variable and
+        the norm with the second, and drops the rest. It always fails, but later and with errors
+        that never mention clipping: `Shapes of all inputs must match` (Pack),
+        `Cannot update variable with shape [2] using a Tensor with shape [1,2]`, or, with
+        tf-keras SGD, `bad operand type for unary -: 'list'`.
+    """
+    example = """
+        grads = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    instead = """
+        grads, global_norm = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    VALID = [
+        "import tensorflow as tf\ngrads, _ = tf.clip_by_global_norm(grads, 1.0)\nopt.apply_gradients(zip(grads, vs))\n",
+        "import tensorflow as tf\ngrads = tf.clip_by_global_norm(grads, 1.0)[0]\nopt.apply_gradients(zip(grads, vs))\n",
+        "import tensorflow as tf\n(clipped, norm) = tf.clip_by_global_norm(grads, 5.0)\nfor g in clipped:\n    pass\n",
+        # the pair kept on purpose and unpacked later
+        "import tensorflow as tf\nresult = tf.clip_by_global_norm(grads, 1.0)\nclipped, norm = result\n"
+        "opt.apply_gradients(zip(clipped, vs))\n",
+        # optax has its own clip_by_global_norm (a transformation, not a tuple)
+        "import optax\nclip = optax.clip_by_global_norm(1.0)\nopt = optax.chain(clip, optax.adam(1e-3))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ngrads = tf.clip_by_global_norm(grads, 1.0)\n"
+                "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 2, "returns a pair"),
+        Invalid("import tensorflow as tf\n"
+                "opt.apply_gradients(zip(tf.clip_by_global_norm(grads, 1.0), model.trainable_variables))\n", 2),
+        Invalid("from tensorflow import clip_by_global_norm\nclipped = clip_by_global_norm(grads, 1.0)\n"
+                "capped = [g * 0.5 for g in clipped]\n", 2),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if ctx.call_name(call) != CLIP:
+                continue
+            parent = ctx.parent.get(call)
+            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+                    and isinstance(parent.targets[0].target, cst.Name):
+                name = parent.targets[0].target.value
+                uses = [u for u in ctx.flow.uses_after(name, parent)
+                        if getattr(ctx.flow.binding_of(u), "owner", None) is parent]
+                use = next(filter(None, (_gradient_use(ctx, u) for u in uses)), None)
+                if use is not None:
+                    yield self._report(ctx, call, parent, use, name)
+            elif isinstance(parent, cst.Arg) and _gradient_use(ctx, call) is not None:
+                yield self._report(ctx, call, None, ctx.parent.get(parent), None)
+
+    def _report(self, ctx: Context, call, assign, use, name) -> Report:
+        shown = f"`{name}` holds" if name else "this passes on"
+        fix = f"`{name}, global_norm = tf.clip_by_global_norm(...)`" if name else "`tf.clip_by_global_norm(...)[0]`"
+        grads = ctx.flow.gradient_list(arg(call, 0, "t_list"))
+        return Report(call, (
+            f"`tf.clip_by_global_norm` returns a pair (clipped list, global norm); {shown} the pair, which is then "
+            f"used as the gradient list: zip pairs the whole list with the first variable and the norm with the "
+            f"second. It fails later with shape errors (or `bad operand type for unary -: 'list'`) that never "
+            f"mention clipping. Unpack it: {fix}."),
+            probe={"kind": "not-unpacked",
+                   "statement": ctx.flow.snippet(assign) if assign is not None else None,
+                   "use": ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
+                   "gradients": (ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)
+                                 else origin_name(ctx.flow, grads) if grads else None)})
+

@@ -1,0 +1,144 @@
+"""CL007 clipped-gradients-unused."""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import APPLY_METHODS, arg, probe_roles, reaches_apply, target_names, walk
+from . import Invalid, Rule
+
+
+def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, cst.CSTNode]]:
+    """(clipped name, unclipped list name at the clip, clip call) for an assignment that clips a
+    gradient list into a new name."""
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    value = assign.value
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) \
+            and ctx.call_name(value) == "tensorflow.clip_by_global_norm":
+        names = dict((path, name.value) for name, path in target_names(target))
+        clipped, source, call = names.get((0,)), arg(value, 0, "t_list"), value
+    elif isinstance(target, cst.Name) and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Call) \
+            and ctx.call_name(value.value) == "tensorflow.clip_by_global_norm":
+        clipped, source, call = target.value, arg(value.value, 0, "t_list"), value.value
+    elif isinstance(target, cst.Name) and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        call = next((n for n in walk(value.elt) if isinstance(n, cst.Call)
+                     and ctx.call_name(n) == "tensorflow.clip_by_norm"), None)
+        iterable = value.for_in.iter
+        source = iterable.args[0].value if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
+            and iterable.func.value == "zip" and iterable.args else iterable
+        clipped = target.value if call is not None else None
+    else:
+        return None
+    if not clipped or clipped == "_" or not isinstance(source, cst.Name) or source.value == clipped \
+            or ctx.flow.gradient_list(source) is None:
+        return None
+    return clipped, source, call
+
+
+def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
+    """False when the clip and the apply sit in different branches of one `if`."""
+    for anc in ctx.ancestors(clip):
+        if isinstance(anc, cst.If) and ctx.encloses(anc, apply):
+            branch = anc.body if ctx.encloses(anc.body, clip) else anc.orelse
+            return branch is not None and ctx.encloses(branch, apply)
+    return True
+
+
+class ClippedGradientsUnused(Rule):
+    code = "CL007"
+    name = "clipped-gradients-unused"
+    summary = "Clipped gradients are computed, but `apply_gradients` receives the unclipped list."
+    severity = "error"
+    tokens = (b"clip_by",)
+    why = """
+        The clipped list gets a new name, and the `apply_gradients` call below still uses the
+        old one. Nothing fails: the clipping is computed and thrown away, and training runs
+        unclipped, which is exactly what the clipping was added to prevent (the run diverges on
+        the first gradient spike). A variant computes the clipped list in an `if` and applies the
+        unclipped list after it.
+    """
+    example = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        clipped, _ = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    instead = """
+        grads = tape.gradient(loss, model.trainable_variables)
+        grads, _ = tf.clip_by_global_norm(grads, 1.0)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    """
+    VALID = [
+        "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
+        "opt.apply_gradients(zip(clipped, vs))\n",
+        # only the norm is wanted (for logging): the clipped list is discarded on purpose
+        "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n_, norm = tf.clip_by_global_norm(grads, 1.0)\n"
+        "tf.summary.scalar('grad_norm', norm)\nopt.apply_gradients(zip(grads, vs))\n",
+        # clipped on one path, unclipped on the other, on purpose
+        "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nif clip:\n"
+        "    clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n    opt.apply_gradients(zip(clipped, vs))\n"
+        "else:\n    opt.apply_gradients(zip(grads, vs))\n",
+        # the name is rebound: the apply sees the clipped list
+        "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nif clip:\n"
+        "    grads, _ = tf.clip_by_global_norm(grads, 1.0)\nopt.apply_gradients(zip(grads, vs))\n",
+        # the clipped list is applied after another step
+        "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
+        "pairs = list(zip(clipped, vs))\nopt.apply_gradients(pairs)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
+                "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
+        Invalid("import tensorflow as tf\ndef step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
+                "    gradients = tape.gradient(loss, model.trainable_variables)\n"
+                "    if CLIP:\n        capped = [tf.clip_by_norm(g, 5.0) for g in gradients]\n"
+                "    optimizer.apply_gradients(zip(gradients, model.trainable_variables))\n", 8),
+        Invalid("import tensorflow as tf\ngrads = tf.gradients(loss, params)\n"
+                "clipped_grads = tf.clip_by_global_norm(grads, 5.0)[0]\n"
+                "train_op = opt.apply_gradients(zip(grads, params))\n", 4),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        applies = [c for c in ctx.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
+                   and c.func.attr.value in APPLY_METHODS]
+        if not applies:
+            return
+        for assign in ctx.nodes(cst.Assign):
+            found = _clipping(ctx, assign)
+            if found is None:
+                continue
+            clipped, source, call = found
+            if self._clipped_is_applied(ctx, assign, clipped):
+                continue
+            for apply in self._unclipped_applies(ctx, assign, source, applies):
+                yield self._report(ctx, assign, apply, clipped, source, call)
+
+    @staticmethod
+    def _clipped_is_applied(ctx: Context, assign: cst.Assign, clipped: str) -> bool:
+        return any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(clipped, assign))
+
+    @staticmethod
+    def _unclipped_applies(ctx: Context, assign, source: cst.Name, applies) -> List[cst.Call]:
+        before = ctx.flow.binding_of(source)
+        scope = ctx.flow.scope_of(assign)
+        found = []
+        for apply in applies:
+            if ctx.pre[apply] < ctx.post[assign] or ctx.flow.scope_of(apply) is not scope \
+                    or not _same_path(ctx, assign, apply):
+                continue
+            if any(isinstance(n, cst.Name) and n.value == source.value and ctx.flow.binding_of(n) == before
+                   for n in walk(apply)):
+                found.append(apply)
+        return found
+
+    def _report(self, ctx: Context, assign, apply: cst.Call, clipped: str, source: cst.Name, call) -> Report:
+        line = ctx.text(assign).strip().splitlines()[0]
+        applied = apply.args[0].value if apply.args else apply
+        roles = probe_roles(ctx.flow, applied) if isinstance(applied, cst.Call) else {}
+        return Report(apply, (
+            f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
+            f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "
+            f"Pass `{clipped}` instead."),
+            probe={"kind": "unused", "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
+                   "threshold": ctx.flow.snippet(arg(call, 1, "clip_norm")) if call is not None else None,
+                   **roles, "gradients": source.value})

@@ -1,0 +1,103 @@
+"""CL009 invalid-clip-threshold."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import UNKNOWN, arg
+from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
+from . import Invalid, Rule
+
+
+def _number(ctx: Context, expr) -> Optional[float]:
+    value = ctx.flow.constant(expr)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not UNKNOWN else None
+
+
+class InvalidClipThreshold(Rule):
+    code = "CL009"
+    name = "invalid-clip-threshold"
+    summary = "A literal clip threshold that cannot do what was meant: <= 0, or clip_by_value with min > max."
+    severity = "error"
+    tokens = (b"clip",)
+    why = """
+        A clipping threshold of zero or below does not clip; what it does instead depends on
+        where it is. Keras 3 and tf-keras optimizers silently turn clipping off for
+        `clipnorm`/`clipvalue`/`global_clipnorm` <= 0; tf-keras legacy optimizers zero every
+        gradient for 0 (training silently stops) and reject negative values.
+        `tf.clip_by_norm(t, c)` with `c` <= 0 returns zeros; `tf.clip_by_global_norm(t, c)`
+        returns zeros for 0 and leaves the gradients unchanged for a negative `c`.
+        `tf.clip_by_value(t, lo, hi)` with `lo > hi` raises nothing and sets every element to `lo`.
+    """
+    example = """
+        optimizer = tf.keras.optimizers.Adam(1e-3, clipnorm=0.0)
+        grads = [tf.clip_by_value(g, 1.0, -1.0) for g in grads]
+    """
+    instead = """
+        optimizer = tf.keras.optimizers.Adam(1e-3, clipnorm=1.0)
+        grads = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]
+    """
+    VALID = [
+        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0)\ng = tf.clip_by_value(g, -1.0, 1.0)\n",
+        "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=None)\n",
+        # bounds from variables are not literals
+        "import tensorflow as tf\ny = tf.clip_by_value(x, lo, hi)\nz = tf.clip_by_norm(x, max_norm)\n",
+        # a probability clip with sensible bounds
+        "import tensorflow as tf\np = tf.clip_by_value(p, 1e-7, 1.0 - 1e-7)\n",
+        # numpy's clip takes (a, a_min, a_max) too, but is not TensorFlow
+        "import numpy as np\nx = np.clip(x, 1, -1)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(0.1, clipnorm=0)\n", 2, "turn clipping off"),
+        Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.legacy.SGD(0.1, clipvalue=-1.0)\n", 2),
+        Invalid("import tensorflow as tf\nclipped, _ = tf.clip_by_global_norm(grads, 0.0)\n", 2, "zeros"),
+        Invalid("import tensorflow as tf\ng = tf.clip_by_norm(g, -5)\n", 2),
+        Invalid("import tensorflow as tf\nLIMIT = 1.0\ng = tf.clip_by_value(g, LIMIT, -LIMIT)\n", 3, "every element"),
+        Invalid("import tensorflow as tf\ng = tf.clip_by_value(g, clip_value_min=2 * 0.5, clip_value_max=0.5)\n", 2),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            name = ctx.call_name(call)
+            if name in OPTIMIZER_CLASSES:
+                yield from self._optimizer(ctx, call)
+            elif name in ("tensorflow.clip_by_norm", "tensorflow.clip_by_global_norm"):
+                value = _number(ctx, arg(call, 1, "clip_norm"))
+                if value is not None and value <= 0:
+                    yield self._tensor_clip(ctx, call, name.split(".")[-1], value)
+            elif name == "tensorflow.clip_by_value":
+                low = _number(ctx, arg(call, 1, "clip_value_min"))
+                high = _number(ctx, arg(call, 2, "clip_value_max"))
+                if low is not None and high is not None and low > high:
+                    yield Report(call, (
+                        f"`tf.clip_by_value` with minimum {low:g} above maximum {high:g}: it raises nothing and every "
+                        f"element becomes {low:g}. Swap the bounds."),
+                        probe={"kind": "value", "call": ctx.flow.snippet(call)})
+
+    def _optimizer(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
+                value = _number(ctx, a.value)
+                if value is None or value > 0:
+                    continue
+                legacy = ".legacy." in (ctx.call_name(call) or "")
+                effect = ("tf-keras legacy optimizers zero every gradient, so training silently stops"
+                          if value == 0 else "tf-keras legacy optimizers raise ValueError at construction")
+                if legacy:
+                    message = (f"`{a.keyword.value}={value:g}` on a legacy optimizer: {effect}. Use a positive "
+                               f"threshold, or leave the option out.")
+                else:
+                    message = (f"`{a.keyword.value}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
+                               f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
+                yield Report(a, message, probe={"kind": "optimizer", "call": ctx.flow.snippet(call)})
+
+    @staticmethod
+    def _tensor_clip(ctx: Context, call: cst.Call, function: str, value: float) -> Report:
+        if function == "clip_by_norm" or value == 0:
+            effect = "returns zeros: every clipped gradient is zeroed"
+        else:
+            effect = "leaves the gradients unchanged: nothing is clipped"
+        return Report(call, f"`tf.{function}` with clip_norm {value:g} {effect}. Use a positive threshold.",
+                      probe={"kind": "tensor", "call": ctx.flow.snippet(call)})

@@ -1,0 +1,84 @@
+"""CL008 removed-numerics-check."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..names import dotted_name
+from . import Invalid, Rule
+
+DISABLES_EAGER = {"tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"}
+SESSIONS = {"tensorflow.Session", "tensorflow.InteractiveSession", "tensorflow.train.MonitoredTrainingSession",
+            "tensorflow.train.MonitoredSession"}
+
+
+class RemovedNumericsCheck(Rule):
+    code = "CL008"
+    name = "removed-numerics-check"
+    summary = "`tf.add_check_numerics_ops()` in TF 2 code: gone, raises, or checks nothing."
+    severity = "error"
+    tokens = (b"add_check_numerics_ops",)
+    why = """
+        `add_check_numerics_ops` adds a check to every op already in a TF 1 graph. In TF 2 it is
+        gone from the top-level namespace (`AttributeError: module 'tensorflow' has no attribute
+        'add_check_numerics_ops'`); `tf.compat.v1.add_check_numerics_ops()` raises `RuntimeError`
+        under eager execution, and inside a `tf.function` it only covers the ops created before
+        the call, so placed first it silently checks nothing. The NaN hunt it was meant for never
+        happens.
+
+        `tf.debugging.enable_check_numerics()` does this job in TF 2: called once, it checks every
+        op executed afterwards, eager or traced, and names the op that produced the first Inf/NaN.
+    """
+    example = """
+        @tf.function
+        def train_step(x, y):
+            tf.compat.v1.add_check_numerics_ops()
+            ...
+    """
+    instead = """
+        tf.debugging.enable_check_numerics()   # once, before training
+
+        @tf.function
+        def train_step(x, y):
+            ...
+    """
+    VALID = [
+        "import tensorflow as tf\ntf.debugging.enable_check_numerics()\n",
+        # TF 1 graph code run through compat.v1 with eager execution turned off
+        "import tensorflow.compat.v1 as tf\ntf.disable_eager_execution()\nx = tf.placeholder(tf.float32)\n"
+        "check = tf.add_check_numerics_ops()\nwith tf.Session() as sess:\n    sess.run(check, {x: 1.0})\n",
+        # check_numerics on one tensor is fine in TF 2
+        "import tensorflow as tf\ny = tf.debugging.check_numerics(tf.math.log(x), 'log')\n",
+        # a project's own helper with the same name
+        "import tensorflow as tf\ndef add_check_numerics_ops():\n    return []\nops = add_check_numerics_ops()\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ncheck = tf.add_check_numerics_ops()\n", 2, "AttributeError"),
+        Invalid("import tensorflow as tf\n@tf.function\ndef step(x):\n    tf.compat.v1.add_check_numerics_ops()\n"
+                "    return model(x)\n", 4, "RuntimeError"),
+        Invalid("from tensorflow.compat import v1\nv1.add_check_numerics_ops()\n", 2),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        calls = [c for c in ctx.nodes(cst.Call) if ctx.call_name(c) == "tensorflow.add_check_numerics_ops"]
+        if not calls or self._graph_mode_module(ctx):
+            return
+        for call in calls:
+            spelled = dotted_name(call.func) or ""
+            full = ctx.imports.aliases.get(spelled.split(".")[0], "")
+            top_level = "compat" not in f"{full}.{spelled}"
+            what = ("is gone from TF 2: calling it raises `AttributeError: module 'tensorflow' has no attribute "
+                    "'add_check_numerics_ops'`" if top_level else
+                    "raises `RuntimeError: add_check_numerics_ops() is not compatible with eager execution`; "
+                    "inside a `tf.function` it only covers ops created before the call, so placed first it "
+                    "checks nothing")
+            yield Report(call, f"`{spelled}()` {what}. Call `tf.debugging.enable_check_numerics()` once instead.",
+                         probe={"kind": "numerics", "call": ctx.flow.snippet(call)})
+
+    @staticmethod
+    def _graph_mode_module(ctx: Context) -> bool:
+        """A module that turns eager execution off and runs a Session: TF 1 graph code."""
+        names = {ctx.call_name(c) for c in ctx.nodes(cst.Call)}
+        return bool(names & DISABLES_EAGER) and bool(names & SESSIONS)

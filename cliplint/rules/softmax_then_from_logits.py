@@ -1,0 +1,136 @@
+"""CL010 softmax-then-from-logits."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..engine import Context, Report
+from ..flow import arg, walk
+from . import Invalid, Rule
+
+LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (
+    ("SparseCategoricalCrossentropy", "softmax"), ("CategoricalCrossentropy", "softmax"),
+    ("CategoricalFocalCrossentropy", "softmax"), ("BinaryCrossentropy", "sigmoid"),
+    ("BinaryFocalCrossentropy", "sigmoid"))}
+LOSS_FUNCTIONS = {f"{module}.{n}": kind for module in ("keras.losses", "keras.metrics", "keras.backend")
+                  for n, kind in (("sparse_categorical_crossentropy", "softmax"), ("categorical_crossentropy", "softmax"),
+                                  ("categorical_focal_crossentropy", "softmax"), ("binary_crossentropy", "sigmoid"),
+                                  ("binary_focal_crossentropy", "sigmoid"))}
+LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
+              "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "softmax",
+              "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid"}
+
+
+def _true(ctx: Context, expr) -> bool:
+    return ctx.flow.constant(expr) is True
+
+
+class SoftmaxThenFromLogits(Rule):
+    code = "CL010"
+    name = "softmax-then-from-logits"
+    summary = "A `from_logits=True` loss is used on a model whose last layer already applies softmax."
+    severity = "error"
+    tokens = (b"from_logits", b"_with_logits")
+    why = """
+        `from_logits=True` tells the loss to apply softmax (or sigmoid) itself. When the model's
+        last layer already applies it, softmax runs twice: the loss sees probabilities squashed
+        into a narrow band, so it can neither get small for a right answer nor large for a wrong
+        one, and the gradient through the first softmax is tiny once the model is confident.
+        Training runs without an error and plateaus. The same happens with
+        `tf.nn.softmax_cross_entropy_with_logits(logits=probabilities)` and with a sigmoid output
+        fed to `BinaryCrossentropy(from_logits=True)`.
+    """
+    example = """
+        model = tf.keras.Sequential([..., tf.keras.layers.Dense(10, activation="softmax")])
+        model.compile(optimizer="adam",
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    """
+    instead = """
+        model = tf.keras.Sequential([..., tf.keras.layers.Dense(10)])   # logits
+        model.compile(optimizer="adam",
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    """
+    VALID = [
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+        "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
+        "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy())\n",
+        # softmax in a hidden layer (attention), linear head
+        "from tensorflow import keras\ninp = keras.Input((8,))\nh = keras.layers.Dense(8, activation='softmax')(inp)\n"
+        "out = keras.layers.Dense(3)(h)\nmodel = keras.Model(inp, out)\n"
+        "model.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True))\n",
+        # from_logits=False spelled out
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
+        "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))\n",
+        # a model from elsewhere: its last layer is not visible here
+        "import tensorflow as tf\nfrom mypkg import build\nmodel = build()\n"
+        "model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\n"
+                "model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation='relu'),\n"
+                "                             tf.keras.layers.Dense(10, activation='softmax')])\n"
+                "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+                4, "softmax is applied twice"),
+        Invalid("from tensorflow import keras\ninp = keras.Input((8,))\nout = keras.layers.Dense(3, activation='softmax')(inp)\n"
+                "model = keras.Model(inputs=inp, outputs=out)\n"
+                "loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)\nmodel.compile('adam', loss=loss_fn)\n", 6),
+        Invalid("import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n"
+                "        return tf.nn.softmax(self.d(x))\nnet = Net()\n"
+                "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n"
+                "def step(x, y):\n    return loss_fn(y, net(x))\n", 8),
+        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
+                "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))\n", 3, "sigmoid"),
+        Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(z)\n"
+                "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3),
+    ]
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "compile" and ctx.imports.qualify(func.value) is None:
+                loss = arg(call, 1, "loss")
+                kind = self._from_logits(ctx, loss) if loss is not None else None
+                output = ctx.flow.model_output(func.value) if kind else None
+                if output and output[0] == kind:
+                    yield self._report(ctx, loss, kind, output[1])
+            else:
+                yield from self._direct(ctx, call)
+
+    def _direct(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
+        """`loss_fn(y, model(x))`, `sparse_categorical_crossentropy(y, p, from_logits=True)`, `*_with_logits(logits=p)`."""
+        name = ctx.call_name(call)
+        if name in LOGITS_OPS:
+            kind, predictions = LOGITS_OPS[name], arg(call, 99, "logits")
+        elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
+            kind, predictions = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred")
+        else:
+            kind = self._from_logits(ctx, call.func) if isinstance(call.func, cst.Name) else None
+            predictions = arg(call, 1, "y_pred") if kind else None
+        source = ctx.flow.probability(predictions) if predictions is not None else None
+        if source and source[0] == kind and not source[2]:
+            yield self._report(ctx, call, kind, source[1])
+
+    def _from_logits(self, ctx: Context, loss) -> Optional[str]:
+        """'softmax'/'sigmoid' when `loss` is (or names) a from_logits=True loss."""
+        value = ctx.flow.value_of(loss)
+        if isinstance(value, cst.Call):
+            name = ctx.call_name(value)
+            if name in LOSS_CLASSES and _true(ctx, arg(value, 99, "from_logits")):
+                return LOSS_CLASSES[name]
+        if isinstance(value, cst.Lambda):
+            for sub in walk(value.body):
+                if isinstance(sub, cst.Call) and ctx.call_name(sub) in LOSS_FUNCTIONS \
+                        and _true(ctx, arg(sub, 99, "from_logits")):
+                    return LOSS_FUNCTIONS[ctx.call_name(sub)]
+        return None
+
+    def _report(self, ctx: Context, node, kind: str, last) -> Report:
+        where = ctx.text(last).strip().splitlines()[0]
+        probe = {"kind": kind, "loss": ctx.flow.snippet(node)}
+        return Report(node, (
+            f"the loss applies {kind} itself (`from_logits=True`), but the model output already went through "
+            f"{kind} (`{where[:80]}`): {kind} is applied twice, so the loss is flattened and the gradients are tiny; "
+            f"training plateaus without an error. Make the last layer linear, or drop `from_logits=True`."),
+            probe=probe)
