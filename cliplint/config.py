@@ -38,6 +38,15 @@ DEFAULT_EXCLUDE = (
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
         "force-exclude", "respect-gitignore", "max-file-size", "config-files"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
+DEFAULT_CONFIG_FILES = ("*.yaml", "*.yml", "*.json", "*.toml", "*.keras")
+# Files that cannot hold optimizer settings: never audited unless named on the command line.
+CONFIG_SKIP = (
+    ".github/", ".gitlab/", ".gitlab-ci.yml", ".circleci/", ".devcontainer/", ".vscode/", ".idea/",
+    "*lock*", "package.json", "tsconfig*.json", "jsconfig*.json", ".eslintrc*", ".prettierrc*", "renovate.json",
+    ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "pyproject.toml", "Cargo.toml", "poetry.toml",
+    "environment.yml", "environment.yaml", "docker-compose*.y*ml", "compose.y*ml", "mkdocs.yml",
+    ".readthedocs.y*ml", "codecov.y*ml", ".codecov.y*ml", "*.schema.json", ".markdownlint*", "dependabot.yml",
+)
 
 
 class ConfigError(Exception):
@@ -129,7 +138,7 @@ class Settings:
     force_exclude: bool = False
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
-    config_files: Tuple[str, ...] = ()
+    config_files: Tuple[str, ...] = DEFAULT_CONFIG_FILES
 
     def relative(self, path: str) -> str:
         return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
@@ -159,6 +168,13 @@ class Settings:
         if relative.startswith(".."):
             relative = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
         return relative
+
+    def audits(self, path: str) -> bool:
+        """Is this (discovered) file a training config the auditor should read?"""
+        name = os.path.basename(path)
+        relative = self._relative_or_absolute(path)
+        return any(fnmatch.fnmatch(name, glob) for glob in self.config_files) \
+            and not any(path_matches(pattern, relative) for pattern in CONFIG_SKIP)
 
     def fingerprint(self) -> str:
         """What in these settings can change a file's findings (for the cache key)."""

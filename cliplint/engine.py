@@ -309,6 +309,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
 # --- finding files ----------------------------------------------------------------------
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
 
 
 class GitIgnore:
@@ -395,8 +396,9 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
             if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
                 continue
             yield from _walk(given, config, GitIgnore.for_root(given), given)
-        elif settings.force_exclude and settings.excluded(given):
-            continue
+        elif settings.force_exclude and (settings.excluded(given) or (
+                given.lower().endswith(CONFIG_SUFFIXES) and not settings.audits(given))):
+            continue  # pre-commit names every staged file: settings decide, as for discovered files
         else:
             yield Target(given, display_path(given), settings, "file")
 
@@ -421,7 +423,7 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
         if is_dir:
             if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
                 yield from _walk(path, config, ignore, top)
-        elif entry.name.endswith(PYTHON_SUFFIXES):
+        elif entry.name.endswith(PYTHON_SUFFIXES) or settings.audits(path):
             kind = "file" if os.path.exists(path) else "broken symlink"
             yield Target(path, display_path(path), config.for_path(path), kind)
 
@@ -452,6 +454,8 @@ def _read_and_lint(target: Target, rules, settings) -> Tuple[List[Finding], bool
         return [bad_input(shown, "no such file or folder")], False
     if target.kind != "file":
         return [bad_input(shown, target.kind)], False
+    if target.path.lower().endswith(".keras"):
+        return _audit(target.path, target.path, rules, shown)  # read lazily from the archive, any size
     try:
         size = os.path.getsize(target.path)
         if size > settings.max_file_size:
@@ -461,7 +465,18 @@ def _read_and_lint(target: Target, rules, settings) -> Tuple[List[Finding], bool
             data = handle.read()
     except OSError as err:
         return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
+    if target.path.lower().endswith(CONFIG_SUFFIXES):
+        return _audit(target.path, data, rules, shown)
     return lint_bytes(target.path, data, rules, shown)
+
+
+def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
+    from .configs import audit
+
+    try:
+        return audit(path, source, frozenset(r.code for r in rules), shown), False
+    except Exception as err:  # a bug in the auditor must not stop the run
+        return [bad_input(shown, f"internal error in the config auditor: {type(err).__name__}: {err}")], True
 
 
 def run(paths: Sequence[str], config, jobs: int = 1) -> RunResult:

@@ -10,10 +10,15 @@ from cliplint.engine import run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MARKER = re.compile(r"#\s*expect:\s*(?P<codes>CL\d{3}(?:\s*,\s*CL\d{3})*)")
-FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".py", ".pyi"))
+SUFFIXES = (".py", ".pyi", ".yaml", ".yml", ".toml", ".json")
+FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
 
 
 def expected(path: Path):
+    """Inline `# expect: CODE` markers; JSON (no comments) lists `LINE CODE` in a `.expect` file."""
+    sidecar = path.with_name(path.name + ".expect")
+    if sidecar.exists():
+        return {(int(line.split()[0]), line.split()[1]) for line in sidecar.read_text().splitlines() if line.strip()}
     found = set()
     for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         match = MARKER.search(line)

@@ -655,6 +655,45 @@ def probe_double_activation(probe: dict) -> dict:
     return verdict("not-reproduced", evidence, assumptions)
 
 
+
+# --- config files (CL001, CL009) --------------------------------------------------------------
+
+def probe_config(probe: dict) -> dict:
+    """Build the optimizer a config mapping describes with the installed Keras, then judge it as
+    the code probes do. Only a known optimizer class and its numeric options are used: nothing
+    is deserialized from the file."""
+    import inspect
+
+    classes = {name.lower(): getattr(KERAS.optimizers, name) for name in dir(KERAS.optimizers)
+               if isinstance(getattr(KERAS.optimizers, name, None), type)}
+    cls = classes.get(probe["class_name"].lower())
+    assumptions = ["the optimizer class is assumed to be SGD (the mapping names none)"] if probe["assumed_class"] else []
+    if cls is None:
+        return verdict("inconclusive", f"{FLAVOUR} has no optimizer named {probe['class_name']}", assumptions)
+    accepted = inspect.signature(cls.__init__).parameters
+    options = {k: v for k, v in probe["options"].items() if k in accepted}
+    built = f"{cls.__name__}({', '.join(f'{k}={v!r}' for k, v in options.items())})"
+    try:
+        optimizer = cls(**options)
+    except ValueError as err:
+        if probe["rule"] == "CL001" and any(option in str(err) for option in CLIP_OPTIONS):
+            return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
+        if probe["rule"] == "CL009":
+            return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
+        return verdict("inconclusive", f"{FLAVOUR}: {built} raises an unrelated error: {first_line(err)}", assumptions)
+    if probe["rule"] == "CL001":
+        result = describe_options(optimizer, f"builds {built}")
+        return verdict(result["verdict"], result["evidence"], assumptions)
+    options_set, update = one_step_update(optimizer)
+    if np.allclose(update, [3.0, -4.0], atol=1e-5):
+        return verdict("confirmed", f"{FLAVOUR}: {built} does not clip: one SGD step applied the whole gradient "
+                                    f"{shown(update)}", assumptions)
+    if np.allclose(update, 0.0, atol=1e-7):
+        return verdict("confirmed", f"{FLAVOUR}: {built} zeroes the gradient: one SGD step moved the weights by "
+                                    f"{shown(-update)}", assumptions)
+    return verdict("not-reproduced", f"{FLAVOUR}: {built} clipped the step to {shown(update)}", assumptions)
+
+
 PROBES = {
     ("CL001", "construct"): probe_construct,
     ("CL001", "late-attribute"): probe_late_attribute,
@@ -676,6 +715,8 @@ PROBES = {
     ("CL009", "value"): probe_threshold,
     ("CL010", "softmax"): probe_double_activation,
     ("CL010", "sigmoid"): probe_double_activation,
+    ("CL001", "config"): probe_config,
+    ("CL009", "config"): probe_config,
 }
 
 

@@ -1,0 +1,225 @@
+"""Safe readers that keep the position of every key: YAML and JSON through PyYAML's node graph
+(no object is ever constructed), TOML through tomllib plus a line search, `.keras` archives
+through zipfile without extracting anything."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from typing import Dict, Optional, Tuple
+
+import yaml
+
+from ..engine import Finding, bad_input
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python < 3.11
+    import tomli as tomllib  # type: ignore
+
+MAX_MEMBER = 16 * 1024 * 1024  # bytes of config.json read from a .keras archive, at most
+STANDARD_TAG = "tag:yaml.org,2002:"
+SAFE_TAGS = {STANDARD_TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")}
+
+
+class Tree:
+    """A parsed config: plain dicts and lists, plus where each key was written."""
+
+    def __init__(self, root, positions: Optional[Dict[Tuple[int, str], Tuple[int, int]]] = None,
+                 text: str = "") -> None:
+        self.root = root
+        self.positions = positions or {}
+        self.text = text
+
+    def position(self, mapping: dict, key: str, path: Tuple[str, ...]) -> Tuple[int, int]:
+        """1-based (line, column) of `key` in `mapping`."""
+        found = self.positions.get((id(mapping), key))
+        if found is not None:
+            return found
+        return _toml_position(self.text, path) if self.text else (1, 1)
+
+
+# --- YAML and JSON --------------------------------------------------------------------------
+
+def _scalar(node: yaml.ScalarNode):
+    tag = node.tag
+    if tag == STANDARD_TAG + "null":
+        return None
+    if tag == STANDARD_TAG + "bool":
+        return node.value.lower() in ("true", "yes", "on", "y")
+    if tag == STANDARD_TAG + "int":
+        try:
+            return int(node.value.replace("_", ""), 0)
+        except ValueError:
+            return node.value
+    if tag == STANDARD_TAG + "float":
+        text = node.value.lower().replace("_", "")
+        if text in (".inf", "+.inf"):
+            return float("inf")
+        if text == "-.inf":
+            return float("-inf")
+        if text == ".nan":
+            return float("nan")
+        return float(text)
+    return node.value
+
+
+class _Problem(Exception):
+    def __init__(self, message: str, line: int, column: int) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
+
+
+def _convert(node, positions):
+    if isinstance(node, yaml.MappingNode):
+        mapping = {}
+        for key_node, value_node in node.value:
+            key = _convert(key_node, positions)
+            if not isinstance(key, (str, int, float, bool)) and key is not None:
+                key = str(key)
+            if key in mapping:
+                raise _Problem(f"duplicate key {key!r}", key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            mapping[key] = _convert(value_node, positions)
+            positions[(id(mapping), key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+        return mapping
+    if isinstance(node, yaml.SequenceNode):
+        return [_convert(item, positions) for item in node.value]
+    return _scalar(node)
+
+
+def _check_events(text: str, kind: str) -> None:
+    """Refuse what cliplint does not follow: custom tags and anchors/aliases."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        mark = event.start_mark
+        tag = getattr(event, "tag", None)
+        if tag and tag not in SAFE_TAGS and tag != "!":
+            raise _Problem(f"custom {kind} tag {tag!r} is not supported (cliplint loads configs safely)",
+                           mark.line + 1, mark.column + 1)
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            raise _Problem("anchors and aliases (&name / *name) are not followed; the optimizer settings "
+                           "behind them are not audited", mark.line + 1, mark.column + 1)
+
+
+def read_yaml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+    text, failure = _decode(display, data)
+    if failure:
+        return None, failure
+    try:
+        _check_events(text, "YAML")
+        positions: Dict = {}
+        documents = [_convert(node, positions) for node in yaml.compose_all(text, Loader=yaml.SafeLoader)]
+    except _Problem as problem:
+        return None, bad_input(display, f"unsupported YAML: {problem}", problem.line, problem.column)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        return None, bad_input(display, f"invalid YAML: {err.problem or err.context}", line, column)
+    except (yaml.YAMLError, RecursionError) as err:
+        return None, bad_input(display, f"invalid YAML: {type(err).__name__}")
+    return Tree(documents[0] if len(documents) == 1 else documents, positions), None
+
+
+def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+    text, failure = _decode(display, data)
+    if failure:
+        return None, failure
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        duplicate = next((k for k in keys if keys.count(k) > 1), None)
+        if duplicate is not None:
+            raise ValueError(f"duplicate key {duplicate!r}")
+        return dict(pairs)
+
+    try:
+        json.loads(text, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as err:
+        return None, bad_input(display, f"invalid JSON: {err.msg}", err.lineno, err.colno)
+    except (ValueError, RecursionError) as err:
+        return None, bad_input(display, f"invalid JSON: {err}")
+    try:  # JSON is YAML: the node graph gives every key's position
+        positions: Dict = {}
+        return Tree(_convert(yaml.compose(text, Loader=yaml.SafeLoader), positions), positions), None
+    except (yaml.YAMLError, _Problem, RecursionError):
+        return Tree(json.loads(text)), None
+
+
+# --- TOML -----------------------------------------------------------------------------------
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def read_toml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+    text, failure = _decode(display, data)
+    if failure:
+        return None, failure
+    try:
+        return Tree(tomllib.loads(text), text=text), None
+    except tomllib.TOMLDecodeError as err:
+        match = _TOML_POSITION.search(str(err))
+        line, column = (int(match.group(1)), int(match.group(2))) if match else (1, 1)
+        return None, bad_input(display, f"invalid TOML: {_TOML_POSITION.sub('', str(err)).strip()}", line, column)
+
+
+def _toml_position(text: str, path: Tuple[str, ...]) -> Tuple[int, int]:
+    """Where a key path is written: after its table header if there is one, else its first
+    assignment (dotted keys and inline tables included)."""
+    key = path[-1]
+    lines = text.splitlines()
+    assignment = re.compile(r"^\s*(?:[\w\"'.-]+\.)?[\"']?" + re.escape(key) + r"[\"']?\s*=")
+    inline = re.compile(r"[{,]\s*[\"']?" + re.escape(key) + r"[\"']?\s*=")
+    start = 0
+    tables = [".".join(path[:i]) for i in range(len(path) - 1, 0, -1)]
+    for table in tables:
+        header = re.compile(r"^\s*\[+\s*" + re.escape(table) + r"\s*\]+")
+        found = next((n for n, line in enumerate(lines) if header.match(line)), None)
+        if found is not None:
+            start = found
+            break
+    for number in range(start, len(lines)):
+        for pattern in (assignment, inline):
+            match = pattern.search(lines[number])
+            if match:
+                return number + 1, lines[number].index(key, match.start()) + 1
+    return 1, 1
+
+
+# --- .keras archives ------------------------------------------------------------------------
+
+def read_keras(display: str, source) -> Tuple[Optional[Tree], Optional[Finding]]:
+    """The archive's config.json (`source` is the archive's path or bytes): nothing is extracted,
+    no weights are read, and at most MAX_MEMBER bytes are decompressed."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None, bad_input(display, "not a .keras archive (not a zip file)")
+    with archive:
+        try:
+            info = archive.getinfo("config.json")
+        except KeyError:
+            return None, bad_input(display, "not a .keras archive: it has no config.json")
+        if info.file_size > MAX_MEMBER:
+            return None, bad_input(display, f"config.json is {info.file_size:,} bytes uncompressed, above the "
+                                            f"{MAX_MEMBER:,}-byte limit; not audited")
+        try:
+            with archive.open(info) as member:
+                raw = member.read(MAX_MEMBER + 1)
+        except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as err:
+            return None, bad_input(display, f"cannot read config.json from the archive: {err}")
+    if len(raw) > MAX_MEMBER:
+        return None, bad_input(display, "config.json decompresses beyond the size limit; not audited")
+    try:
+        return Tree(json.loads(raw.decode("utf-8"))), None
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:
+        return None, bad_input(display, f"the archive's config.json is not valid JSON: {err}")
+
+
+def _decode(display: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:
+    if b"\x00" in data:
+        return None, bad_input(display, "binary file (contains NUL bytes); not audited")
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        return None, bad_input(display, f"cannot decode byte 0x{data[err.start]:02x} as UTF-8", line)
