@@ -308,7 +308,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
 
 # --- finding files ----------------------------------------------------------------------
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
 
 
@@ -467,6 +467,10 @@ def _read_and_lint(target: Target, rules, settings) -> Tuple[List[Finding], bool
         return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
     if target.path.lower().endswith(CONFIG_SUFFIXES):
         return _audit(target.path, data, rules, shown)
+    if target.path.lower().endswith(".ipynb"):
+        from .notebook import lint_notebook
+
+        return lint_notebook(target.path, data, rules, shown) if prefilter(data, rules) else ([], False)
     return lint_bytes(target.path, data, rules, shown)
 
 
@@ -480,11 +484,22 @@ def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
 
 
 def run(paths: Sequence[str], config, jobs: int = 1) -> RunResult:
-    targets = list(discover(paths, config))
+    targets = _unique(discover(paths, config))
     results = _map(lint_target, targets, jobs)
     findings = [f for found, _ in results for f in found]
     findings.sort(key=Finding.sort_key)
     return RunResult(findings, len(targets), any(crashed for _, crashed in results))
+
+
+def _unique(targets: Iterable[Target]) -> List[Target]:
+    """Each file once, however many of the given paths reach it."""
+    seen, unique = set(), []
+    for target in targets:
+        key = os.path.realpath(target.path) if target.kind == "file" else target.path
+        if key not in seen:
+            seen.add(key)
+            unique.append(target)
+    return unique
 
 
 def _map(function, targets: List[Target], jobs: int) -> List:

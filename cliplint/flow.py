@@ -215,14 +215,35 @@ class Flow:
         return [b.value for b in found if b.kind == "append" and b.visible_from <= at]
 
     def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
-        """Follow plain `x = <expr>` assignments back to the expression that made the value."""
+        """Follow `x = <expr>` assignments (and `a, b = <tuple>` unpacking) back to the expression
+        that made the value."""
         while isinstance(expr, (cst.Name, cst.Attribute)) and depth < MAX_DEPTH:
             binding = self.binding_of(expr)
-            if binding is None or binding.kind != "assign" or binding.path or binding.value is None:
+            if binding is None or binding.kind != "assign" or binding.value is None:
                 break
-            expr = binding.value
+            value = self.unpacked(binding) if binding.path else binding.value
+            if value is None:
+                break
+            expr = value
             depth += 1
         return expr
+
+    def unpacked(self, binding: Binding) -> Optional[cst.BaseExpression]:
+        """The element an unpacking target gets: from a tuple literal (`a, b = x, y`) or from the
+        tuple a function of this module returns (`probs, value = step(state)`)."""
+        value, path = binding.value, binding.path
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            called = self.binding_of(value.func)
+            if called is None or called.kind != "def" or not isinstance(called.owner, cst.FunctionDef):
+                return None
+            returns = [r for r in self.ctx.nodes(cst.Return) if r.value is not None
+                       and self.ctx.encloses(called.owner, r) and self.scope_of(r) is called.owner]
+            value = returns[-1].value if returns else None
+        for index in path:
+            if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                return None
+            value = value.elements[index].value
+        return value
 
     def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
@@ -304,6 +325,9 @@ class Flow:
             return None
         if not binding.path:
             return self.gradient_list(binding.value, depth + 1)
+        element = self.unpacked(binding)
+        if element is not None:
+            return self.gradient_list(element, depth + 1)
         value = binding.value
         if binding.path == (0,) and isinstance(value, cst.Call):
             if self.ctx.call_name(value) == "tensorflow.clip_by_global_norm":

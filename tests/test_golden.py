@@ -1,5 +1,6 @@
 """Golden fixtures: realistic training scripts mark every expected finding inline with
 `# expect: CODE[, CODE]`; files without markers must stay clean."""
+import json
 import re
 from pathlib import Path
 
@@ -10,12 +11,23 @@ from cliplint.engine import run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MARKER = re.compile(r"#\s*expect:\s*(?P<codes>CL\d{3}(?:\s*,\s*CL\d{3})*)")
-SUFFIXES = (".py", ".pyi", ".yaml", ".yml", ".toml", ".json")
+SUFFIXES = (".py", ".pyi", ".yaml", ".yml", ".toml", ".json", ".ipynb")
 FILES = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
 
 
 def expected(path: Path):
-    """Inline `# expect: CODE` markers; JSON (no comments) lists `LINE CODE` in a `.expect` file."""
+    """Inline `# expect: CODE` markers; JSON (no comments) lists `LINE CODE` in a `.expect` file;
+    in a notebook the markers sit in code cells and give (cell, line inside the cell, code)."""
+    if path.suffix == ".ipynb":
+        found = set()
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for number, cell in enumerate(cells, 1):
+            if cell["cell_type"] == "code":
+                for line_number, line in enumerate("".join(cell["source"]).splitlines(), 1):
+                    match = MARKER.search(line)
+                    if match:
+                        found |= {(number, line_number, c.strip()) for c in match.group("codes").split(",")}
+        return found
     sidecar = path.with_name(path.name + ".expect")
     if sidecar.exists():
         return {(int(line.split()[0]), line.split()[1]) for line in sidecar.read_text().splitlines() if line.strip()}
@@ -35,8 +47,13 @@ def test_there_are_enough_fixtures():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_fixture_findings_match_markers(path):
     result = run([str(path)], Config(isolated=True), jobs=1)
-    actual = {(f.line, f.code) for f in result.findings}
-    assert actual == expected(path)
+    assert actual(result.findings, path) == expected(path)
+
+
+def actual(findings, path: Path):
+    if path.suffix == ".ipynb":
+        return {(f.cell, f.line, f.code) for f in findings}
+    return {(f.line, f.code) for f in findings}
 
 
 def test_whole_tree_in_one_run_matches_per_file_markers():
@@ -44,6 +61,6 @@ def test_whole_tree_in_one_run_matches_per_file_markers():
     result = run([str(FIXTURES)], Config(isolated=True), jobs=1)
     by_file = {}
     for finding in result.findings:
-        by_file.setdefault(Path(finding.path).name, set()).add((finding.line, finding.code))
+        by_file.setdefault(Path(finding.path).name, []).append(finding)
     for path in FILES:
-        assert by_file.get(path.name, set()) == expected(path), path.name
+        assert actual(by_file.get(path.name, []), path) == expected(path), path.name
