@@ -41,10 +41,8 @@ def main() -> None:
     """
 
 
-def _formats() -> List[str]:
-    from .report import FORMATS
-
-    return list(FORMATS)
+# The formats of `report.FORMATS`, listed here so that `--help` does not import the reporters.
+FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 
 
 @main.command()
@@ -59,7 +57,7 @@ def _formats() -> List[str]:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False),
               help="Use this pyproject.toml for every file instead of discovering one per file.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
-@click.option("--output-format", type=click.Choice(_formats()), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--output-file", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
@@ -68,9 +66,12 @@ def _formats() -> List[str]:
 @click.option("--verify-timeout", type=float, default=30.0, show_default=True, help="Seconds per probe.")
 @click.option("-j", "--jobs", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
+@click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(file_okay=False),
+              help="Where results are cached, keyed by file content, settings and cliplint version.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout,
-          jobs, stdin_filename) -> None:
+          jobs, stdin_filename, cache_dir, no_cache) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     try:
         config = Config(
@@ -82,7 +83,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
             from .verify import require_tensorflow
 
             require_tensorflow()
-        result = _lint(config, list(paths) or ["."], jobs or os.cpu_count() or 1, stdin_filename)
+        cache = None if no_cache else os.environ.get("CLIPLINT_CACHE_DIR", cache_dir)
+        result = _lint(config, list(paths) or ["."], jobs or os.cpu_count() or 1, stdin_filename, cache)
         if verify:
             from .verify import verify_findings
 
@@ -94,14 +96,14 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
     sys.exit(_exit_code(result, exit_zero, verify))
 
 
-def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str]):
+def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str]):
     from .engine import RunResult, lint_stdin, run
 
     if paths == ["-"]:
         data = sys.stdin.buffer.read()
         findings, crashed = lint_stdin(data, stdin_filename or "-", config)
         return RunResult(findings, 1, crashed)
-    return run(paths, config, jobs)
+    return run(paths, config, jobs, cache)
 
 
 def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,

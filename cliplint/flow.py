@@ -12,6 +12,7 @@ whether that element is guarded against `None`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
@@ -44,12 +45,58 @@ class GradList:
     sources: Optional[cst.BaseExpression]  # the variables the gradient was taken for
 
 
+# Tokens and whitespace: never what a rule looks for, and most of the nodes of a tree.
+_SKIPPED = (cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
+            cst.EmptyLine, cst.Comment, cst.Comma, cst.Dot, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket,
+            cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.Colon, cst.AssignEqual,
+            cst.Semicolon)
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _child_fields(kind: type) -> Tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(
+            f.name for f in dataclasses.fields(kind)
+            if not f.name.startswith(("whitespace", "lpar", "rpar", "comma", "semicolon", "leading_lines",
+                                      "lines_after", "header", "footer", "trailing_whitespace", "lbracket",
+                                      "rbracket", "lbrace", "rbrace", "colon", "equal", "dot", "star",
+                                      "default_newline", "default_indent", "encoding", "has_trailing_newline",
+                                      "indent", "first_line", "newline", "quote", "prefix", "operator")))
+    return fields
+
+
+_KEEP: Dict[type, bool] = {}
+
+
+def _kept(kind: type) -> bool:
+    """Is a value of this type a node to index? (cached: isinstance on libcst's ABCs is slow)"""
+    keep = _KEEP.get(kind)
+    if keep is None:
+        keep = _KEEP[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _SKIPPED)
+    return keep
+
+
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """The child nodes a rule can care about, in field order (cheaper than `node.children`,
+    which regenerates the node; whitespace, brackets and commas are left out)."""
+    found = []
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        kind = type(value)
+        if kind is list or kind is tuple:
+            found.extend(v for v in value if _kept(type(v)))
+        elif _kept(kind):
+            found.append(value)
+    return found
+
+
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [node]
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(current.children))
+        stack.extend(reversed(children(current)))
 
 
 def target_names(target: cst.CSTNode, path: Tuple[int, ...] = ()) -> Iterator[Tuple[cst.Name, Tuple[int, ...]]]:
@@ -93,11 +140,20 @@ class Flow:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
+        self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
+        self._names: Optional[Dict[str, List[cst.Name]]] = None
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        found = self._scopes.get(node)
+        if found is None:
+            found = self._scopes[node] = self._find_scope(node)
+        return found
+
+    def _find_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         for anc in self.ctx.ancestors(node):
             if isinstance(anc, _SCOPES):
                 if isinstance(anc, cst.FunctionDef) and self._in_header(anc, node):
@@ -182,6 +238,12 @@ class Flow:
 
     def binding_of(self, use: cst.CSTNode) -> Optional[Binding]:
         """The binding a Name (or a dotted `self.x` attribute) refers to at its position."""
+        if use in self._resolved:
+            return self._resolved[use]
+        found = self._resolved[use] = self._find_binding(use)
+        return found
+
+    def _find_binding(self, use: cst.CSTNode) -> Optional[Binding]:
         if isinstance(use, cst.Attribute):
             found = self._bindings.get((self.ctx.module, self.ctx.text(use)), [])
             bound = [b for b in found if b.kind != "append"]
@@ -255,13 +317,20 @@ class Flow:
             return None
         return self.ctx.imports.qualify(value)
 
+    def names(self, name: str) -> List[cst.Name]:
+        """Every Name node spelled `name`, in source order."""
+        if self._names is None:
+            self._names = {}
+            for node in self.ctx.nodes(cst.Name):
+                self._names.setdefault(node.value, []).append(node)
+        return self._names.get(name, [])
+
     def uses_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
         """Loads of `name` in the same scope after `node`."""
         scope = self.scope_of(node)
         end = self.ctx.post[node]
-        return [n for n in self.ctx.nodes(cst.Name)
-                if n.value == name and self.ctx.pre[n] > end and self.scope_of(n) is scope
-                and not self._is_store(n)]
+        return [n for n in self.names(name)
+                if self.ctx.pre[n] > end and self.scope_of(n) is scope and not self._is_store(n)]
 
     def _is_store(self, name: cst.Name) -> bool:
         parent = self.ctx.parent.get(name)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List
 
 from ..engine import Finding
-from . import ci, machine, text
+from . import machine, text
 
 Formatter = Callable[[List[Finding], "RunInfo"], str]
 
@@ -23,8 +23,18 @@ FORMATS: Dict[str, Formatter] = {
     "text": text.render,
     "json": machine.json_array,
     "json-lines": machine.json_lines,
-    "sarif": ci.sarif,
-    "github": ci.github,
-    "junit": ci.junit,
-    "gitlab": ci.gitlab,
 }
+
+
+def _ci(name: str) -> Formatter:
+    """The CI formats import xml/hashlib: load them only when asked for."""
+
+    def render(findings, info):
+        from . import ci
+
+        return getattr(ci, name)(findings, info)
+
+    return render
+
+
+FORMATS.update({name: _ci(name) for name in ("sarif", "github", "junit", "gitlab")})

@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..engine import Context, Report
-from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, tests_none, walk
+from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, target_names, tests_none, walk
 from . import Invalid, Rule
 
 # TensorFlow functions that accept None entries (they take lists, and skip None).
@@ -129,7 +129,9 @@ class UnfilteredNoneGradients(Rule):
 
     def _unsafe_ops(self, ctx: Context) -> Iterator[Report]:
         reported = set()
-        for use in ctx.nodes(cst.Name):
+        loop_names = {name.value for node in ctx.nodes(cst.For, cst.CompFor) for name, _ in target_names(node.target)}
+        loop_names |= {p.name.value for lam in ctx.nodes(cst.Lambda) for p in lam.params.params}
+        for use in (n for name in sorted(loop_names) for n in ctx.flow.names(name)):
             parent = ctx.parent.get(use)
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None

@@ -1,0 +1,88 @@
+"""The result cache never returns stale results; --jobs does not change the output."""
+import shutil
+
+import pytest
+
+from cliplint import cache as cache_module
+from cliplint import engine
+from cliplint.config import Config, Overrides
+
+BAD = "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Count how many files are really linted (cache misses)."""
+    calls = []
+    real = engine._lint_data
+
+    def spy(path, *args):
+        calls.append(path)
+        return real(path, *args)
+
+    monkeypatch.setattr(engine, "_lint_data", spy)
+    return calls
+
+
+def lint(path, folder, **overrides):
+    return engine.run([str(path)], Config(Overrides(**overrides), isolated=True), jobs=1, cache=str(folder)).findings
+
+
+def test_second_run_is_served_from_the_cache(tmp_path, counted):
+    (tmp_path / "a.py").write_text(BAD)
+    first = lint(tmp_path / "a.py", tmp_path / "cache")
+    second = lint(tmp_path / "a.py", tmp_path / "cache")
+    assert first == second and [f.code for f in first] == ["CL001"]
+    assert len(counted) == 1
+    assert second[0].probe == first[0].probe  # --verify still works on cached findings
+
+
+def test_file_edit_invalidates(tmp_path, counted):
+    path = tmp_path / "a.py"
+    path.write_text(BAD)
+    lint(path, tmp_path / "cache")
+    path.write_text(BAD.replace("clipvalue=0.5", "clipvalue=None"))
+    assert lint(path, tmp_path / "cache") == []
+    assert len(counted) == 2
+
+
+def test_setting_change_invalidates(tmp_path, counted):
+    (tmp_path / "a.py").write_text(BAD)
+    assert lint(tmp_path / "a.py", tmp_path / "cache")
+    assert lint(tmp_path / "a.py", tmp_path / "cache", ignore=["CL001"]) == []
+    assert len(counted) == 2
+
+
+def test_version_change_invalidates(tmp_path, counted, monkeypatch):
+    (tmp_path / "a.py").write_text(BAD)
+    lint(tmp_path / "a.py", tmp_path / "cache")
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "another cliplint")
+    lint(tmp_path / "a.py", tmp_path / "cache")
+    assert len(counted) == 2
+
+
+def test_corrupt_entries_are_misses(tmp_path, counted):
+    (tmp_path / "a.py").write_text(BAD)
+    lint(tmp_path / "a.py", tmp_path / "cache")
+    for entry in (tmp_path / "cache").rglob("*.json"):
+        entry.write_text("{half an entr")
+    assert [f.code for f in lint(tmp_path / "a.py", tmp_path / "cache")] == ["CL001"]
+    assert len(counted) == 2
+
+
+def test_cache_folder_is_git_ignored(tmp_path, run_cli):
+    (tmp_path / "a.py").write_text(BAD)
+    run_cli("a.py")
+    assert (tmp_path / ".cliplint_cache" / ".gitignore").read_text().strip().endswith("*")
+    shutil.rmtree(tmp_path / ".cliplint_cache")
+    run_cli("--no-cache", "a.py")
+    assert not (tmp_path / ".cliplint_cache").exists()
+
+
+def test_jobs_one_and_two_give_identical_output(tmp_path, run_cli):
+    for i in range(60):
+        (tmp_path / f"m{i:02d}.py").write_text(BAD if i % 3 else "import tensorflow as tf\nx = tf.math.log(tf.nn.softmax(z))\n")
+    one = run_cli("--no-cache", "--jobs", "1", "--output-format", "json", ".")
+    two = run_cli("--no-cache", "--jobs", "2", "--output-format", "json", ".")
+    assert one.returncode == two.returncode == 1
+    assert one.stdout == two.stdout and one.stdout.count('"code"') == 60
