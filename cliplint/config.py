@@ -20,14 +20,26 @@ except ModuleNotFoundError:  # Python < 3.11
 
 
 
-@lru_cache(maxsize=1)
-def rule_codes() -> Tuple[Tuple[str, ...], Dict[str, str]]:
-    """(every code, name -> code). Imported late: the rules import the engine, which imports this."""
-    from .rules import ALL_RULES, UNREADABLE
+# Every code and its name. The rule classes carry the same (a test keeps the two equal): this
+# table lets configuration and cached runs work without importing the rules (and libcst).
+CATALOGUE = {
+    "CL000": "unreadable-file",
+    "CL001": "conflicting-clip-options",
+    "CL002": "optimizer-changed-after-compile",
+    "CL003": "per-tensor-clip-norm",
+    "CL004": "log-of-softmax",
+    "CL005": "unfiltered-none-gradients",
+    "CL006": "clip-result-not-unpacked",
+    "CL007": "clipped-gradients-unused",
+    "CL008": "removed-numerics-check",
+    "CL009": "invalid-clip-threshold",
+    "CL010": "softmax-then-from-logits",
+}
 
-    codes = (UNREADABLE[0], *ALL_RULES)
-    names = {UNREADABLE[1]: UNREADABLE[0], **{rule.name: code for code, rule in ALL_RULES.items()}}
-    return codes, names
+
+def rule_codes() -> Tuple[Tuple[str, ...], Dict[str, str]]:
+    """(every code, name -> code)."""
+    return tuple(CATALOGUE), {name: code for code, name in CATALOGUE.items()}
 
 DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox", ".pants.d",
@@ -125,6 +137,25 @@ def _compiled(pattern: str) -> re.Pattern:
     return glob_to_regex(pattern)
 
 
+@lru_cache(maxsize=64)
+def _matcher(patterns: Tuple[str, ...]):
+    """`path_matches` for a whole list of patterns at once: one regex for the patterns that
+    match a single component, and the few with a slash tried one by one."""
+    cleaned = [p.replace("\\", "/")[2:] if p.startswith("./") else p.replace("\\", "/") for p in patterns]
+    cleaned = [p.rstrip("/") for p in cleaned]
+    component = [_compiled(p).pattern for p in cleaned if "/" not in p]
+    one = re.compile("|".join(f"(?:{c})" for c in component)) if component else None
+    with_slash = [p for p in cleaned if "/" in p]
+
+    def matches(relative: str, fixed: int = 0) -> bool:
+        parts = relative.split("/")
+        if one is not None and any(one.match(part) for part in parts[fixed:]):
+            return True
+        return any(path_matches(p, relative, fixed) for p in with_slash)
+
+    return matches
+
+
 @dataclass(frozen=True)
 class Settings:
     root: str  # the folder patterns are relative to
@@ -161,7 +192,7 @@ class Settings:
         if below is not None:
             start = self._relative_or_absolute(below)
             fixed = 0 if start in ("", ".") else len(start.split("/"))
-        return any(path_matches(p, relative, fixed) for p in (*self.exclude, *self.extend_exclude))
+        return _matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
 
     def _relative_or_absolute(self, path: str) -> str:
         relative = self.relative(path)

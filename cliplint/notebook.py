@@ -13,7 +13,8 @@ import re
 from dataclasses import replace
 from typing import List, Optional, Sequence, Tuple
 
-from .engine import Finding, bad_input, decode_python, lint_module
+from .analysis import lint_module
+from .engine import Finding, bad_input, decode_python
 
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 _SHELL_ASSIGNMENT = re.compile(r"^(\s*[\w.\[\], ]+=\s*)[!%].*$")

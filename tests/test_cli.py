@@ -222,7 +222,7 @@ def test_rules_and_explain(tmp_path, run_cli):
 
 def test_rule_crash_is_isolated(tmp_path, monkeypatch):
     """One rule raising on a file keeps the other rules' findings and reports CL000 + exit 2."""
-    from cliplint.engine import lint_module
+    from cliplint.analysis import lint_module
     from cliplint.rules import ALL_RULES
 
     class Broken:

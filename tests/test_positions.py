@@ -5,7 +5,7 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cliplint.engine import Positions
+from cliplint.analysis import Positions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SOURCES = [p for p in sorted(FIXTURES.glob("*.py")) if p.name != "broken_syntax.py"]

@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from cliplint.engine import lint_module
+from cliplint.analysis import lint_module
 from cliplint.rules import ALL_RULES
 
 ALL = list(ALL_RULES.values())
@@ -44,3 +44,10 @@ def test_rule_is_documented_and_has_negative_cases(code, rule):
 def test_every_invalid_example_contains_a_prefilter_token(code, rule):
     for case in rule.INVALID:
         assert any(token in case.source.encode() for token in rule.tokens), case.source
+
+
+def test_catalogue_matches_the_rule_classes():
+    from cliplint.config import CATALOGUE
+    from cliplint.rules import UNREADABLE
+
+    assert CATALOGUE == {UNREADABLE[0]: UNREADABLE[1], **{code: rule.name for code, rule in ALL_RULES.items()}}

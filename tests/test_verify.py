@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
 
-from cliplint.engine import lint_module  # noqa: E402
+from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
 from cliplint.verify import Session, verify_findings  # noqa: E402
 

@@ -12,7 +12,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import APPLY_METHODS, arg, probe_roles, reaches_apply, target_names, walk
 from . import Invalid, Rule
 

@@ -5,7 +5,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import UNKNOWN, arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule

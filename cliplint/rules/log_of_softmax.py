@@ -5,7 +5,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import SIGMOID, SOFTMAX, Source, arg
 from . import Invalid, Rule
 

@@ -6,7 +6,8 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule

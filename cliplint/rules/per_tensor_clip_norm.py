@@ -5,7 +5,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import appended_lists, arg, loop_node, probe_roles, reaches_apply
 from . import Invalid, Rule
 

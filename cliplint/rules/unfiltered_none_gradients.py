@@ -5,7 +5,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ..engine import Context, Report
+from ..analysis import Context
+from ..engine import Report
 from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, target_names, tests_none, walk
 from . import Invalid, Rule
 

@@ -1,0 +1,267 @@
+"""Parse once, index once, run every rule in one pass, then place the findings.
+
+The tree is walked once to build an index (nodes by type, parents, source order); every rule
+queries that index. Positions cost a code generation, so they are computed only for files
+that have something to report, and only as character offsets (see `Positions`).
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+import gc
+import re
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState  # positions: see Positions
+
+from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppressed, ALL
+from .flow import Flow, children
+from .names import ImportTable
+
+
+class Context:
+    """One parsed module, indexed once, shared by every rule."""
+
+    def __init__(self, path: str, source: str, module: cst.Module) -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.imports = ImportTable()
+        self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {}
+        self.pre: Dict[cst.CSTNode, int] = {}
+        self.post: Dict[cst.CSTNode, int] = {}
+        self._by_type: Dict[type, List[cst.CSTNode]] = {}
+        self._call_names: Dict[cst.CSTNode, Optional[str]] = {}
+        self._index(module)
+        for node in self.nodes(cst.Import, cst.ImportFrom):
+            self.imports.add(node)
+        self.flow = Flow(self)
+
+    def _index(self, module: cst.Module) -> None:
+        """One walk: parent, pre-order and post-order number, and a list per node type."""
+        counter = 0
+        stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [(module, None, False)]
+        by_type, pre, post, parent = self._by_type, self.pre, self.post, self.parent
+        while stack:
+            node, above, leaving = stack.pop()
+            if leaving:
+                post[node] = counter
+            else:
+                parent[node] = above
+                pre[node] = counter
+                kind = type(node)
+                if kind in by_type:
+                    by_type[kind].append(node)
+                else:
+                    by_type[kind] = [node]
+                stack.append((node, above, True))
+                stack.extend((child, node, False) for child in reversed(children(node)))
+            counter += 1
+
+    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
+        """All nodes of the given types, in source order."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        found = [n for t in types for n in self._by_type.get(t, [])]
+        return sorted(found, key=self.pre.__getitem__)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        node = self.parent.get(node)
+        while node is not None:
+            yield node
+            node = self.parent.get(node)
+
+    def encloses(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        return self.pre[outer] <= self.pre[inner] and self.post[inner] <= self.post[outer]
+
+    def qualify(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Canonical TF/Keras name of an expression, through imports and local aliases."""
+        name = self.imports.qualify(expr)
+        if name is None and isinstance(expr, (cst.Name, cst.Attribute)):
+            name = self.flow.alias_of(expr)
+        return name
+
+    def call_name(self, node: cst.CSTNode) -> Optional[str]:
+        """Canonical name of the function a Call calls (memoised: every rule asks)."""
+        if not isinstance(node, cst.Call):
+            return None
+        if node not in self._call_names:
+            self._call_names[node] = self.qualify(node.func)
+        return self._call_names[node]
+
+    def text(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+
+def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]]:
+    try:
+        return cst.parse_module(text), None
+    except cst.ParserSyntaxError as err:
+        return None, _syntax_error(path, text, err)
+    except (RecursionError, MemoryError):
+        return None, bad_input(path, "file is nested too deeply to parse")
+    except Exception as err:  # libcst raises a few non-ParserSyntaxError errors on odd input
+        return None, bad_input(path, f"cannot parse: {type(err).__name__}: {err}")
+
+
+def _syntax_error(path: str, text: str, err: cst.ParserSyntaxError) -> Finding:
+    """CPython's own message and position where it has one: clearer than the CST parser's."""
+    try:
+        compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+    except SyntaxError as py_err:
+        if py_err.lineno:
+            return bad_input(path, f"syntax error: {py_err.msg}", py_err.lineno, max(py_err.offset or 1, 1))
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    first = str(err.message).splitlines()[0] if err.message else "invalid syntax"
+    return bad_input(path, f"syntax error: {first}", err.editor_line, err.editor_column)
+
+
+_EXPECTS_ERROR = {"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"}
+
+
+def _expects_error(ctx: Context, node: cst.CSTNode) -> bool:
+    """Inside `with pytest.raises(...)` / `self.assertRaises(...)`: a test of the very behaviour."""
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, cst.With):
+            for item in anc.items:
+                call = item.item
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                        and call.func.attr.value in _EXPECTS_ERROR:
+                    return True
+    return False
+
+
+def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, cst.SimpleStatementLine):
+            return anc
+        if isinstance(anc, (cst.BaseCompoundStatement, cst.IndentedBlock)):
+            break
+    return node
+
+
+def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None
+                ) -> Tuple[List[Finding], bool]:
+    """Findings for one Python source text; the bool is True when a rule crashed."""
+    shown = display_path or path
+    collecting = gc.isenabled()
+    gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
+    try:
+        module, failure = parse(shown, text)
+        if failure:
+            return [failure], False
+        try:
+            ctx = Context(shown, text, module)
+        except RecursionError:
+            return [bad_input(shown, "file is nested too deeply to analyse")], False
+        return _run_rules(ctx, rules)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_rules(ctx: "Context", rules: Sequence) -> Tuple[List[Finding], bool]:
+    shown = ctx.path
+    reports: List[Tuple[object, Report]] = []
+    crashed: List[Finding] = []
+    for rule in rules:
+        try:
+            reports.extend((rule, r) for r in rule.check(ctx))
+        except Exception as err:  # one broken rule must not erase the others' findings
+            crashed.append(bad_input(
+                shown, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
+    if not reports:
+        return crashed, bool(crashed)
+    return _to_findings(ctx, reports) + crashed, bool(crashed)
+
+
+class _Offsets(CodegenState):
+    """libcst's code generation, recording each node's syntactic span as two character offsets.
+
+    The same spans as `PositionProvider` (whose states this mirrors), at a fraction of the
+    cost: no regular expression per token and no position objects for nodes nobody asked for.
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.offset = 0
+        self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
+        self.starts: List[int] = []
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+        self.offset += sum(len(token) for token in self.indent_tokens)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.offset += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.starts.append(self.offset)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        start = self.starts.pop()
+        if node not in self.spans:
+            self.spans[node] = (start, self.offset)
+
+    def pop_trailing_newline(self) -> None:
+        if self.tokens:
+            self.offset -= len(self.tokens.pop())
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        start = self.offset
+        try:
+            yield
+        finally:
+            end = self.offset
+            if start_node is not None:
+                start = self.spans[start_node][0]
+            if end_node is not None:
+                end = self.spans[end_node][1]
+            self.spans[node] = (start, end)
+
+
+class Positions:
+    """Node -> 1-based (line, column, end line, end column) for one module."""
+
+    def __init__(self, module: cst.Module) -> None:
+        state = _Offsets(module)
+        module._codegen(state)
+        code = "".join(state.tokens)
+        self.spans = state.spans
+        self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n?|\n", code)]
+
+    def _point(self, offset: int) -> Tuple[int, int]:
+        line = bisect.bisect_right(self.line_starts, offset)
+        return line, offset - self.line_starts[line - 1] + 1
+
+    def get(self, node: cst.CSTNode) -> Tuple[int, int, int, int]:
+        start, end = self.spans[node]
+        return (*self._point(start), *self._point(end))
+
+
+def _to_findings(ctx: Context, reports: List[Tuple[object, Report]]) -> List[Finding]:
+    positions = Positions(ctx.module)
+    noqa = noqa_comments(ctx.source)
+    file_level, file_codes = file_noqa(ctx.source)
+    findings: Dict[Tuple, Finding] = {}
+    for rule, report in reports:
+        if file_level and (file_codes is ALL or rule.code in file_codes):
+            continue
+        if _expects_error(ctx, report.node):
+            continue
+        line, column, end_line, end_column = positions.get(report.node)
+        statement = positions.get(_statement_of(ctx, report.node))
+        if suppressed(rule.code, range(statement[0], statement[2] + 1), noqa):
+            continue
+        finding = Finding(
+            ctx.path, line, column, end_line, end_column,
+            rule.code, rule.name, report.severity or rule.severity, report.message, report.probe)
+        findings.setdefault((finding.line, finding.column, finding.code), finding)
+    return list(findings.values())
+
+
