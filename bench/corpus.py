@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import tempfile
 from pathlib import Path
 
 HEADER_TF = "import numpy as np\nimport tensorflow as tf\nfrom tensorflow import keras\n\n"
@@ -151,7 +152,7 @@ def generate(files: int, out: Path, seed: int = 20261130) -> int:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=2000)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "corpus")
+    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "cliplint-bench-corpus")
     args = parser.parse_args()
     lines = generate(args.files, args.out)
     print(f"wrote {args.files} files, {lines:,} lines to {args.out}")

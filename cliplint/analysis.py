@@ -20,6 +20,10 @@ from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppre
 from .flow import Flow, children
 from .names import ImportTable
 
+# The newest grammar libcst knows, whatever Python runs cliplint: `type X = ...`, `def f[T]()`,
+# nested f-strings parse on 3.9 too (code that is only valid in older Pythons is rare).
+_CONFIG = cst.PartialParserConfig(python_version=cst.KNOWN_PYTHON_VERSION_STRINGS[-1])
+
 
 class Context:
     """One parsed module, indexed once, shared by every rule."""
@@ -95,9 +99,40 @@ class Context:
         return self.module.code_for_node(node)
 
 
+_BRACKETS = re.compile(r"[()\[\]{}]")
+_STRINGS = re.compile(r"\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'")
+_OPERATORS = re.compile(r"[-+*/%&|^~.(@<>]")
+MAX_NESTING = 100  # brackets; CPython itself stops at 200
+LONG_LINE = 5000
+MAX_OPERATORS_PER_LINE = 2000
+# libcst's native parser recurses without a limit: past a few thousand nested brackets or
+# chained operators it takes minutes or crashes the process. Such input is refused up front.
+
+
+def too_complex(text: str) -> Optional[Finding]:
+    """Input the CST parser cannot take safely, with where and why (None when it is fine)."""
+    depth, deepest, at = 0, 0, 0
+    for match in _BRACKETS.finditer(text):
+        depth += 1 if match.group() in "([{" else -1
+        if depth > deepest:
+            deepest, at = depth, match.start()
+            if deepest > MAX_NESTING:
+                line = text.count("\n", 0, at) + 1
+                return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line)
+    if len(text) > LONG_LINE:
+        for number, line in enumerate(text.split("\n"), 1):
+            if len(line) > LONG_LINE and len(_OPERATORS.findall(_STRINGS.sub('""', line))) > MAX_OPERATORS_PER_LINE:
+                return bad_input("", f"line {number} chains more than {MAX_OPERATORS_PER_LINE:,} operators; "
+                                     "not parsed (generated code?)", number)
+    return None
+
+
 def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]]:
+    refused = too_complex(text)
+    if refused is not None:
+        return None, bad_input(path, refused.message, refused.line)
     try:
-        return cst.parse_module(text), None
+        return cst.parse_module(text, _CONFIG), None
     except cst.ParserSyntaxError as err:
         return None, _syntax_error(path, text, err)
     except (RecursionError, MemoryError):

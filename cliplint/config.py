@@ -172,7 +172,12 @@ class Settings:
     config_files: Tuple[str, ...] = DEFAULT_CONFIG_FILES
 
     def relative(self, path: str) -> str:
-        return os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        """`path` relative to the folder of the settings' file, with forward slashes."""
+        absolute = path if os.path.isabs(path) and ".." not in path else os.path.abspath(path)
+        prefix = self.root.rstrip(os.sep) + os.sep
+        if absolute.startswith(prefix):  # the usual case: a plain slice, no relpath
+            return absolute[len(prefix):].replace(os.sep, "/")
+        return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
     def enabled_codes(self, path: str) -> FrozenSet[str]:
         codes = (self.select if self.select is not None else frozenset(rule_codes()[0])) | self.extend_select

@@ -96,7 +96,7 @@ def noqa_comments(source: str) -> Dict[int, Optional[Set[str]]]:
     """Line -> suppressed codes (None = all) for each `# noqa` comment."""
     found: Dict[int, Optional[Set[str]]] = {}
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+        tokens = list(tokenize.generate_tokens(io.StringIO(source, newline=None).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         tokens = []
     for tok in tokens:

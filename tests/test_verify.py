@@ -287,3 +287,26 @@ def test_further_rules_are_confirmed(verified_further):
     assert "clipping is off" in v[("CL009", 14)]["evidence"]
     assert "[0.5, 2, -2] became [1, 1, 1]" in v[("CL009", 15)]["evidence"]
     assert "softmax applied twice the loss is 1.55" in v[("CL010", 17)]["evidence"]
+
+
+@pytest.mark.parametrize("source,reason", [
+    ("import tensorflow as tf, socket\n"
+     "opt = tf.keras.optimizers.Adam(learning_rate=socket.create_connection(('example.com', 80)), clipnorm=1.0, clipvalue=0.5)\n",
+     "socket"),
+    ("import tensorflow as tf, urllib.request\n"
+     "opt = tf.keras.optimizers.Adam(learning_rate=urllib.request.urlopen('http://x').read(), clipnorm=1.0, clipvalue=0.5)\n",
+     "urllib"),
+    ("import tensorflow as tf\n"
+     "opt = tf.keras.optimizers.Adam(learning_rate=tf.data.TextLineDataset('/etc/passwd'), clipnorm=1.0, clipvalue=0.5)\n",
+     "tf.data"),
+])
+def test_network_and_file_access_is_never_executed(source, reason):
+    verification = verify_findings([_finding(source)], timeout=60)[0].verification
+    assert verification["verdict"] == "skipped" and reason in verification["evidence"]
+
+
+def test_infinite_recursion_is_stopped():
+    finding = _finding("import tensorflow as tf\n"
+                       "opt = tf.keras.optimizers.Adam(learning_rate=(lambda f: f(f))(lambda f: f(f)), clipnorm=1.0, clipvalue=0.5)\n")
+    verification = verify_findings([finding], timeout=60)[0].verification
+    assert verification["verdict"] == "inconclusive" and "RecursionError" in verification["evidence"]

@@ -1,0 +1,121 @@
+"""cliplint's speed against its anchors, side by side in one run, on one reproducible corpus.
+
+    python bench/bench.py                 # 2,000 files (~380k lines); Fixit alone takes minutes
+    python bench/bench.py --files 300     # a quicker look
+
+It (1) generates the corpus (bench/corpus.py), (2) makes a bench virtualenv (bench/.venv) with
+this cliplint, Fixit and ruff installed by pip, unless --python names an interpreter that has
+them, and (3) times cliplint cold and warm, libcst's parser alone, `fixit lint` with its default
+rules and `ruff check`, printing wall time, files/s, peak memory and the ratios. Speed is
+never asserted in the test suite: a benchmark is a measurement, compared within one run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PARSE_ONLY = """
+import gc, sys, pathlib, libcst
+gc.disable()
+for path in sorted(pathlib.Path(sys.argv[1]).rglob("*.py")):
+    libcst.parse_module(path.read_bytes())
+"""
+
+
+def bench_python(args) -> Path:
+    if args.python:
+        return Path(args.python)
+    venv = HERE / ".venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        print("creating the bench virtualenv (bench/.venv): cliplint, fixit, ruff ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", str(ROOT), "fixit", "ruff"], check=True)
+    return python
+
+
+def measure(command, cwd=None, env=None):
+    """(wall seconds, peak RSS in MB) of one run of `command`, its children included."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    return wall, usage.ru_maxrss / 1024
+
+
+def tool(python: Path, name: str) -> str:
+    return str(python.parent / name)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=2000)
+    parser.add_argument("--python", help="an interpreter that already has cliplint, fixit and ruff")
+    parser.add_argument("--skip-fixit", action="store_true", help="Fixit takes minutes on the full corpus")
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(HERE))
+    from corpus import generate
+
+    # Outside any git repository: Fixit and ruff skip what a .gitignore above them ignores.
+    corpus = Path(tempfile.gettempdir()) / "cliplint-bench-corpus"
+    lines = generate(args.files, corpus)
+    python = bench_python(args)
+    cores = os.cpu_count()
+    print(f"corpus: {args.files} files, {lines:,} lines; {cores} cores; interpreter {python}\n", flush=True)
+    cache = Path(tempfile.mkdtemp(prefix="cliplint-bench-cache-"))
+    env = {**os.environ, "NO_COLOR": "1"}
+    cliplint = [tool(python, "cliplint"), "--exit-zero", "--quiet"]
+    rows = []
+
+    def run(label, command, **kwargs):
+        wall, rss = measure(command, **kwargs)
+        rows.append((label, wall, rss))
+        print(f"  {label:<38} {wall:8.2f} s  {rss:7.0f} MB", flush=True)
+        return wall
+
+    run("cliplint cold (no cache)", cliplint + ["--no-cache", str(corpus)], env=env)
+    run("cliplint filling the cache", cliplint + ["--cache-dir", str(cache), str(corpus)], env=env)
+    run("cliplint warm (cache)", cliplint + ["--cache-dir", str(cache), str(corpus)], env=env)
+    run("libcst parse alone (1 process)", [str(python), "-c", PARSE_ONLY, str(corpus)])
+    if not args.skip_fixit:
+        run("fixit lint (default rules)", [tool(python, "fixit"), "lint", str(corpus)], env=env)
+    run("ruff check (no cache)", [tool(python, "ruff"), "check", "--no-cache", "--exit-zero", "-q", str(corpus)])
+    ruff_cache = Path(tempfile.mkdtemp(prefix="ruff-bench-cache-"))
+    ruff = [tool(python, "ruff"), "check", "--cache-dir", str(ruff_cache), "--exit-zero", "-q", str(corpus)]
+    run("ruff check (filling its cache)", ruff)
+    run("ruff check (warm cache)", ruff)
+    single = ROOT / "fixtures" / "keras_fit_mnist.py"
+    singles = [measure(cliplint + ["--no-cache", str(single)], env=env)[0] for _ in range(5)]
+    rows.append(("cliplint, one training file, cold", statistics.median(singles), 0.0))
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(ruff_cache, ignore_errors=True)
+
+    times = {label: wall for label, wall, _ in rows}
+    print(f"\n| run | wall s | files/s | peak MB |\n|---|---:|---:|---:|")
+    for label, wall, rss in rows:
+        files = 1 if label.startswith("cliplint, one") else args.files
+        print(f"| {label} | {wall:.2f} | {files / wall:,.0f} | {rss:.0f} |")
+    cold, warm = times["cliplint cold (no cache)"], times["cliplint warm (cache)"]
+    print()
+    if "fixit lint (default rules)" in times:
+        print(f"cliplint cold is {times['fixit lint (default rules)'] / cold:.1f}x faster than Fixit (target >= 30x)")
+    print(f"cliplint warm / ruff warm = {warm / times['ruff check (warm cache)']:.2f} (target <= 2); "
+          f"cliplint warm / ruff cold = {warm / times['ruff check (no cache)']:.2f}")
+    print(f"cliplint cold / libcst parse alone = {cold / times['libcst parse alone (1 process)']:.2f}")
+    print(f"one training file, cold, interpreter start included: median "
+          f"{times['cliplint, one training file, cold']:.2f} s of 5 (target < 0.5 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
