@@ -284,7 +284,7 @@ def test_further_rules_are_confirmed(verified_further):
         "bad operand type for unary -: 'list'" in v[("CL006", 5)]["evidence"]
     assert "global norm 1005 (threshold 1)" in v[("CL007", 11)]["evidence"]
     assert "has no attribute 'add_check_numerics_ops'" in v[("CL008", 13)]["evidence"]
-    assert "clipping is off" in v[("CL009", 14)]["evidence"]
+    assert "clipnorm=0 does not clip" in v[("CL009", 14)]["evidence"]
     assert "[0.5, 2, -2] became [1, 1, 1]" in v[("CL009", 15)]["evidence"]
     assert "softmax applied twice the loss is 1.55" in v[("CL010", 17)]["evidence"]
 

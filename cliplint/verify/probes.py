@@ -570,6 +570,18 @@ def _checks_nothing_in_function(call: dict, function_code: str) -> str:
 
 # --- CL009 ----------------------------------------------------------------------------------
 
+def judge_threshold(optimizer, described: str, assumptions: List[str]) -> dict:
+    """CL009: with these clip options, does one SGD step clip, not clip at all, or zero the gradient?"""
+    _, update = one_step_update(optimizer)
+    if np.allclose(update, [3.0, -4.0], atol=1e-5):
+        return verdict("confirmed", f"{FLAVOUR}: {described} does not clip: one SGD step applied the whole "
+                                    f"gradient {shown(update)}", assumptions)
+    if np.allclose(update, 0.0, atol=1e-7):
+        return verdict("confirmed", f"{FLAVOUR}: {described} zeroes the gradient: one SGD step moved the weights "
+                                    f"by {shown(-update)}", assumptions)
+    return verdict("not-reproduced", f"{FLAVOUR}: {described} clipped the step to {shown(update)}", assumptions)
+
+
 def probe_threshold(probe: dict) -> dict:
     call = probe["call"]
     assumptions: List[str] = []
@@ -581,16 +593,9 @@ def probe_threshold(probe: dict) -> dict:
         except ImportError as err:
             return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({first_line(err)})",
                            assumptions)
-        options, update = one_step_update(optimizer)
-        options = ", ".join(f"{k}={v:g}" for k, v in options.items())
-        raw = np.array([3.0, -4.0])
-        if np.allclose(update, raw, atol=1e-5):
-            return verdict("confirmed", f"{FLAVOUR}: clipping is off: one SGD step with {options} applied the "
-                                        f"whole gradient {shown(update)}", assumptions)
-        if np.allclose(update, 0.0, atol=1e-7):
-            return verdict("confirmed", f"{FLAVOUR}: the gradient was zeroed: one SGD step with {options} "
-                                        f"moved the weights by {shown(-update)}", assumptions)
-        return verdict("not-reproduced", f"{FLAVOUR}: the step was clipped to {shown(update)}", assumptions)
+        options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
+        described = ", ".join(f"{k}={v:g}" for k, v in options.items() if v is not None)
+        return judge_threshold(optimizer, described, assumptions)
     tree = _tree(call["code"]).body[0].value
     tensor = tree.args[0] if tree.args else None
     stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == "value" else tf.constant([3.0, -4.0])
@@ -684,14 +689,7 @@ def probe_config(probe: dict) -> dict:
     if probe["rule"] == "CL001":
         result = describe_options(optimizer, f"builds {built}")
         return verdict(result["verdict"], result["evidence"], assumptions)
-    options_set, update = one_step_update(optimizer)
-    if np.allclose(update, [3.0, -4.0], atol=1e-5):
-        return verdict("confirmed", f"{FLAVOUR}: {built} does not clip: one SGD step applied the whole gradient "
-                                    f"{shown(update)}", assumptions)
-    if np.allclose(update, 0.0, atol=1e-7):
-        return verdict("confirmed", f"{FLAVOUR}: {built} zeroes the gradient: one SGD step moved the weights by "
-                                    f"{shown(-update)}", assumptions)
-    return verdict("not-reproduced", f"{FLAVOUR}: {built} clipped the step to {shown(update)}", assumptions)
+    return judge_threshold(optimizer, built, assumptions)
 
 
 PROBES = {
