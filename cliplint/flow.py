@@ -688,7 +688,7 @@ class Probabilities:
                 return self.probability(right, seen, True)
         if isinstance(expr.operator, cst.Subtract) and left_const and ctx.flow.constant(left) == 1:
             inner = self.probability(right, seen, padded)
-            return ("1-sigmoid", inner[1], padded) if inner and inner[0] == "sigmoid" else None
+            return ("1-sigmoid", inner[1], inner[2]) if inner and inner[0] == "sigmoid" else None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
         return None
