@@ -27,6 +27,17 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 FRAGMENTS = sorted({line for rule in RULES for source in [*rule.VALID, *(i.source for i in rule.INVALID)]
                     for line in source.splitlines() if line.strip()}
                    | {line for path in FIXTURES.glob("*.py") for line in path.read_text().splitlines() if line.strip()})
+
+
+def _standalone(line: str) -> bool:
+    try:
+        compile(line.strip(), "<fragment>", "exec")
+        return True
+    except SyntaxError:
+        return False
+
+
+STATEMENTS = [line.strip() for line in FRAGMENTS if _standalone(line)]
 TOKENS = "import tensorflow as tf  # clipnorm clipvalue softmax sigmoid gradient compile clip from_logits\n"
 
 
@@ -60,6 +71,13 @@ def test_valid_programs_never_crash_a_rule(source):
 def test_training_code_mashups_never_crash_a_rule(lines, indents):
     text = "".join("    " * indent + line.strip() + "\n" for line, indent in zip(lines, indents))
     lint_twice(TOKENS + text)
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(STATEMENTS), min_size=1, max_size=40))
+def test_valid_training_statement_mixes_never_crash_a_rule(lines):
+    """Statements that parse on their own, in any order: valid programs that reach every rule."""
+    lint_twice(TOKENS + "".join(line + "\n" for line in lines))
 
 
 @FUZZ

@@ -85,6 +85,8 @@ class SoftmaxThenFromLogits(Rule):
                 "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))\n", 3, "sigmoid"),
         Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(z)\n"
                 "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3),
+        Invalid("import keras\nmodel = keras.Sequential([keras.layers.Dense(4, activation='softmax')])\n"
+                "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
     ]
 
     def check(self, ctx: Context) -> Iterator[Report]:
@@ -120,6 +122,11 @@ class SoftmaxThenFromLogits(Rule):
             name = ctx.call_name(value)
             if name in LOSS_CLASSES and _true(ctx, arg(value, 99, "from_logits")):
                 return LOSS_CLASSES[name]
+        if isinstance(value, cst.Dict):  # the serialized form: {"class_name": ..., "config": {...}}
+            mapping = ctx.flow.constant(value)
+            if isinstance(mapping, dict) and isinstance(mapping.get("config"), dict) \
+                    and mapping["config"].get("from_logits") is True:
+                return LOSS_CLASSES.get(f"keras.losses.{mapping.get('class_name')}")
         if isinstance(value, cst.Lambda):
             for sub in walk(value.body):
                 if isinstance(sub, cst.Call) and ctx.call_name(sub) in LOSS_FUNCTIONS \
