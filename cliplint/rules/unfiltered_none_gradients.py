@@ -92,6 +92,11 @@ class UnfilteredNoneGradients(Rule):
         "for g in grads:\n    if g is None:\n        continue\n    out.append(tf.norm(g))\n",
         # numpy arrays are not gradients
         "import numpy as np, tensorflow as tf\ngrads = [np.ones(3)]\nscaled = [g * 2 for g in grads]\n",
+        # gradients with respect to a network's output (DDPG's dq/da) are never None
+        "import tensorflow as tf\n"
+        "actions = actor(states)\n"
+        "dqdas = tape.gradient(q_values, actions)\n"
+        "clipped = [tf.clip_by_value(d, -1.0, 1.0) for d in dqdas]\n",
         # both lists filtered the same way
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, vs)\n"
@@ -143,7 +148,7 @@ class UnfilteredNoneGradients(Rule):
                 continue
             grads, binding = element
             if binding.owner in reported or not grads.may_hold_none or grads.filtered \
-                    or ctx.flow.none_guarded(use, binding):
+                    or ctx.flow.none_guarded(use, binding) or not self._of_variables(ctx, grads):
                 continue
             reported.add(binding.owner)
             yield Report(op_node, (
@@ -153,6 +158,19 @@ class UnfilteredNoneGradients(Rule):
                 f"`tf.clip_by_global_norm`, which passes None through."), "warning",
                 {"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
                  "appends": appended_lists(binding.owner), **probe_roles(ctx.flow, binding.value)})
+
+    @staticmethod
+    def _of_variables(ctx: Context, grads: GradList) -> bool:
+        """Were the gradients taken for variables (which can be unused, hence None)? False when
+        the sources are visibly something else, e.g. a network's output (`dq/da` in DDPG)."""
+        if grads.sources is None:
+            return True
+        value = ctx.flow.value_of(grads.sources)
+        if isinstance(value, cst.Call):
+            func = value.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            return "variables" in name or "weights" in name
+        return True
 
     # --- (b) filtered on one side of a zip only -------------------------------------------
 
