@@ -101,7 +101,7 @@ def main() -> int:
     shutil.rmtree(ruff_cache, ignore_errors=True)
 
     times = {label: wall for label, wall, _ in rows}
-    print(f"\n| run | wall s | files/s | peak MB |\n|---|---:|---:|---:|")
+    print("\n| run | wall s | files/s | peak MB |\n|---|---:|---:|---:|")
     for label, wall, rss in rows:
         files = 1 if label.startswith("cliplint, one") else args.files
         print(f"| {label} | {wall:.2f} | {files / wall:,.0f} | {rss:.0f} |")

@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
 try:
     import tomllib
@@ -348,6 +348,3 @@ class Config:
             settings = self.overrides.apply(Settings(root=os.getcwd()))
         self._by_dir[directory] = settings
         return settings
-
-    def all_sources(self) -> List[str]:
-        return sorted({s.source for s in self._by_dir.values() if s.source})

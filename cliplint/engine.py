@@ -12,9 +12,12 @@ import os
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .config import glob_to_regex
+
+if TYPE_CHECKING:  # libcst is imported only when a file is parsed (see analysis.py)
+    import libcst
 
 
 @dataclass(frozen=True)

@@ -270,12 +270,6 @@ class Flow:
             innermost = False
         return None
 
-    def appended(self, use: cst.Name) -> List[cst.BaseExpression]:
-        """Items appended to the list `use` names, before `use`, in its scope."""
-        at = self.ctx.pre[use]
-        found = self._bindings.get((self.scope_of(use), use.value), [])
-        return [b.value for b in found if b.kind == "append" and b.visible_from <= at]
-
     def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """Follow `x = <expr>` assignments (and `a, b = <tuple>` unpacking) back to the expression
         that made the value."""

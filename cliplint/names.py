@@ -103,8 +103,6 @@ class ImportTable:
             return None
         return canonical(f"{full}.{rest}" if rest else full)
 
-    def uses_tensorflow(self) -> bool:
-        return any(canonical(full).split(".")[0] in ("tensorflow", "keras") for full in self.aliases.values())
 
 
 # Canonical symbol sets shared by several rules.

@@ -15,7 +15,7 @@ import pytest
 
 from cliplint.engine import Finding
 from cliplint.report import RunInfo
-from cliplint.report.ci import github, gitlab, junit, sarif
+from cliplint.report.ci import github
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"

@@ -5,7 +5,6 @@ The fuzz tests run a bounded number of examples here; `python bench/fuzz.py` run
 """
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import hypothesmith

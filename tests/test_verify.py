@@ -1,6 +1,5 @@
 """The verifier against real TensorFlow (tensorflow-cpu), never a mock of it."""
 import json
-import os
 import subprocess
 import sys
 import textwrap

@@ -13,7 +13,7 @@ import ast
 import builtins
 import re
 import textwrap
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
