@@ -140,9 +140,21 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
+    rules = gate(text, rules)
+    if not rules:
+        return [], False
     from .analysis import lint_module  # libcst is imported only when a file is parsed
 
     return lint_module(path, text, rules, shown)
+
+
+def gate(text: str, rules: Sequence) -> Sequence:
+    """The rules that could fire in `text`, judged from CPython's ast (all of them when it
+    cannot parse the text: the CST parser then reports why)."""
+    from .facts import Facts
+
+    facts = Facts.of(text)
+    return rules if facts is None else [rule for rule in rules if rule.could_fire(facts)]
 
 
 # --- finding files ----------------------------------------------------------------------

@@ -51,3 +51,11 @@ def test_catalogue_matches_the_rule_classes():
     from cliplint.rules import UNREADABLE
 
     assert CATALOGUE == {UNREADABLE[0]: UNREADABLE[1], **{code: rule.name for code, rule in ALL_RULES.items()}}
+
+
+@pytest.mark.parametrize("rule,case", INVALID)
+def test_the_ast_gate_never_skips_an_invalid_example(rule, case):
+    """`Rule.could_fire` may over-approximate but must say yes wherever the rule reports."""
+    from cliplint.engine import gate
+
+    assert rule in gate(textwrap.dedent(case.source), [rule])

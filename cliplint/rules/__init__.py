@@ -38,6 +38,11 @@ class Rule:
     VALID: List[str] = []
     INVALID: List[Invalid] = []
 
+    def could_fire(self, facts) -> bool:
+        """From `facts.Facts` (CPython's ast): can this rule fire in the module at all? Must never
+        say no where `check` would report (over-approximate)."""
+        return True
+
     def check(self, ctx: Context) -> Iterator[Report]:
         raise NotImplementedError
 

@@ -70,6 +70,9 @@ class ClipResultNotUnpacked(Rule):
                 "capped = [g * 0.5 for g in clipped]\n", 2),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.clip_pair_kept_whole()
+
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             if ctx.call_name(call) != CLIP:

@@ -99,6 +99,9 @@ class ClippedGradientsUnused(Rule):
                 "train_op = opt.apply_gradients(zip(grads, params))\n", 4),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.clip_renamed() and facts.has("apply_gradients", "apply")
+
     def check(self, ctx: Context) -> Iterator[Report]:
         applies = [c for c in ctx.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
                    and c.func.attr.value in APPLY_METHODS]

@@ -34,6 +34,9 @@ def _precedence(options) -> str:
     return ""
 
 
+CLIP_WORDS = {"clipnorm", "clipvalue", "global_clipnorm"}
+
+
 class ConflictingClipOptions(Rule):
     code = "CL001"
     name = "conflicting-clip-options"
@@ -101,6 +104,9 @@ class ConflictingClipOptions(Rule):
         Invalid("from keras import optimizers\nopt = optimizers.SGD(clipnorm=1.0)\nopt.clipvalue = 0.5\n",
                 3, "never raises"),
     ]
+
+    def could_fire(self, facts) -> bool:
+        return len(facts.words & CLIP_WORDS) > 1
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

@@ -59,6 +59,9 @@ class InvalidClipThreshold(Rule):
         Invalid("import tensorflow as tf\ng = tf.clip_by_value(g, clip_value_min=2 * 0.5, clip_value_max=0.5)\n", 2),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.invalid_threshold()
+
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             name = ctx.call_name(call)

@@ -74,6 +74,9 @@ class LogOfSoftmax(Rule):
         Invalid("import keras\nfrom keras import ops\nlp = ops.log(keras.activations.softmax(x))\n", 3),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.has("log") and facts.has("softmax", "sigmoid", "Softmax")
+
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             if ctx.call_name(call) not in LOGS or self._feeds_sampling(ctx, call):

@@ -103,6 +103,9 @@ class OptimizerChangedAfterCompile(Rule):
                 "        if epoch == 5:\n            self.model.optimizer.clipnorm = 1.0\n", 5, "on_epoch_end", "error"),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return bool(facts.stored_attributes & {"clipnorm", "clipvalue", "global_clipnorm", "optimizer"}) or (facts.has("compile") and (facts.has("setattr") or facts.rebinds_compiled_optimizer()))
+
     def check(self, ctx: Context) -> Iterator[Report]:
         by_scope = {}
         for event in self._events(ctx):

@@ -111,6 +111,9 @@ class PerTensorClipNorm(Rule):
                 "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.has("clip_by_norm") and facts.iterates_gradients()
+
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             if ctx.call_name(call) != "tensorflow.clip_by_norm":

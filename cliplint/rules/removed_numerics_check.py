@@ -62,6 +62,9 @@ class RemovedNumericsCheck(Rule):
         Invalid("from tensorflow.compat import v1\nv1.add_check_numerics_ops()\n", 2),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.has("add_check_numerics_ops")
+
     def check(self, ctx: Context) -> Iterator[Report]:
         calls = [c for c in ctx.nodes(cst.Call) if ctx.call_name(c) == "tensorflow.add_check_numerics_ops"]
         if not calls or self._graph_mode_module(ctx):

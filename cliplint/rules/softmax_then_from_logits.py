@@ -89,6 +89,9 @@ class SoftmaxThenFromLogits(Rule):
                 "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return (facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)) and facts.has("softmax", "sigmoid", "Softmax")
+
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             func = call.func

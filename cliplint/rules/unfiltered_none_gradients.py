@@ -127,6 +127,9 @@ class UnfilteredNoneGradients(Rule):
                 "    v.assign_sub(0.01 * tf.clip_by_value(g, -1, 1))\n", 4),
     ]
 
+    def could_fire(self, facts) -> bool:
+        return facts.iterates_gradients()
+
     def check(self, ctx: Context) -> Iterator[Report]:
         yield from self._unsafe_ops(ctx)
         yield from self._misaligned(ctx)
