@@ -232,6 +232,9 @@ def test_a_crashing_rule_means_exit_2_with_the_other_findings_kept(tmp_path, mon
     class Boom:
         code, name, severity, tokens = "CL003", "per-tensor-clip-norm", "warning", (b"tf",)
 
+        def could_fire(self, facts):
+            return True
+
         def check(self, ctx):
             raise RuntimeError("rule bug")
 
