@@ -40,6 +40,8 @@ def bench_python(args) -> Path:
         print("creating the bench virtualenv (bench/.venv): cliplint, fixit, ruff ...", flush=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "-q", str(ROOT), "fixit", "ruff"], check=True)
+    # Always the cliplint of this checkout, not the one the virtualenv was made with.
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(ROOT)], check=True)
     return python
 
 
