@@ -110,6 +110,16 @@ def noqa_comments(source: str) -> Dict[int, Optional[Set[str]]]:
     return found
 
 
+def noqa_lines(text: str) -> Dict[int, Optional[Set[str]]]:
+    """The same, for YAML and TOML: a `#` starts a comment there too, line by line."""
+    found: Dict[int, Optional[Set[str]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _NOQA.search(line)
+        if match:
+            found[number] = _codes(match.group("codes"))
+    return found
+
+
 def file_noqa(source: str) -> Tuple[bool, Optional[Set[str]]]:
     """(present, codes) for a file-level `# cliplint: noqa[: CODES]` on a line of its own."""
     if "cliplint" not in source:

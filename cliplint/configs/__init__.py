@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ..engine import Finding, file_noqa, suppressed
+from ..engine import Finding, file_noqa, noqa_lines, suppressed
 from .readers import Tree, read_json, read_keras, read_toml, read_yaml
 
 CLIP_KEYS = ("clipnorm", "clipvalue", "global_clipnorm")
@@ -75,25 +75,11 @@ def audit(path: str, data, codes, display: str) -> List[Finding]:
     if suffix == ".keras":
         return findings
     text = data.decode("utf-8", errors="replace")
-    noqa = _comment_noqa(text)
+    noqa = noqa_lines(text)
     file_level, file_codes = file_noqa(text)
     return [f for f in findings
             if not (file_level and (file_codes is None or f.code in file_codes))
             and not suppressed(f.code, range(f.line, f.line + 1), noqa)]
-
-
-_NOQA = re.compile(r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-
-
-def _comment_noqa(text: str) -> Dict[int, Optional[set]]:
-    """`# noqa` comments in YAML/TOML (JSON has no comments)."""
-    found = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _NOQA.search(line)
-        if match:
-            codes = match.group("codes")
-            found[number] = {c.upper() for c in re.split(r"[,\s]+", codes) if c} if codes else None
-    return found
 
 
 def _walk(tree: Tree, node, path: Tuple[str, ...], parent, display: str, codes) -> Iterator[Finding]:
