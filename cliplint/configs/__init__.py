@@ -12,8 +12,7 @@ serialized form `{class_name: Adam, config: {...}}` counts through its `class_na
 """
 from __future__ import annotations
 
-import re
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from ..engine import Finding, file_noqa, noqa_lines, suppressed
 from .readers import Tree, read_json, read_keras, read_toml, read_yaml
