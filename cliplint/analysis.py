@@ -17,6 +17,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
 from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppressed, ALL
+from .facts import statement_lines
 from .flow import Flow, children
 from .names import ImportTable
 
@@ -178,9 +179,10 @@ def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
     return node
 
 
-def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None
-                ) -> Tuple[List[Finding], bool]:
-    """Findings for one Python source text; the bool is True when a rule crashed."""
+def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None,
+                lines: Optional[List[int]] = None) -> Tuple[List[Finding], bool]:
+    """Findings for one Python source text; the bool is True when a rule crashed. `lines`: the
+    first line of each top-level statement, when the caller has CPython's ast at hand."""
     shown = display_path or path
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
@@ -192,13 +194,13 @@ def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[st
             ctx = Context(shown, text, module)
         except RecursionError:
             return [bad_input(shown, "file is nested too deeply to analyse")], False
-        return _run_rules(ctx, rules)
+        return _run_rules(ctx, rules, lines)
     finally:
         if collecting:
             gc.enable()
 
 
-def _run_rules(ctx: "Context", rules: Sequence) -> Tuple[List[Finding], bool]:
+def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> Tuple[List[Finding], bool]:
     shown = ctx.path
     reports: List[Tuple[object, Report]] = []
     crashed: List[Finding] = []
@@ -210,7 +212,7 @@ def _run_rules(ctx: "Context", rules: Sequence) -> Tuple[List[Finding], bool]:
                 shown, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
     if not reports:
         return crashed, bool(crashed)
-    return _to_findings(ctx, reports) + crashed, bool(crashed)
+    return _to_findings(ctx, reports, lines) + crashed, bool(crashed)
 
 
 class _Offsets(CodegenState):
@@ -220,9 +222,9 @@ class _Offsets(CodegenState):
     cost: no regular expression per token and no position objects for nodes nobody asked for.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, offset: int = 0) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
-        self.offset = 0
+        self.offset = offset
         self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
         self.starts: List[int] = []
 
@@ -260,27 +262,78 @@ class _Offsets(CodegenState):
             self.spans[node] = (start, end)
 
 
-class Positions:
-    """Node -> 1-based (line, column, end line, end column) for one module."""
+_NEWLINES = re.compile(r"\r\n?|\n")
 
-    def __init__(self, module: cst.Module) -> None:
-        state = _Offsets(module)
-        module._codegen(state)
-        code = "".join(state.tokens)
-        self.spans = state.spans
-        self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n?|\n", code)]
+
+class Positions:
+    """Node -> 1-based (line, column, end line, end column), generating only the code of the
+    top-level statements that hold a finding.
+
+    A top-level statement starts at its first line in CPython's ast (decorators included) less
+    its leading blank and comment lines; its generated code must equal the source there, or
+    the whole module is generated instead (the result is the same, only slower).
+    """
+
+    def __init__(self, ctx: Context, lines: Optional[List[int]] = None) -> None:
+        self.ctx = ctx
+        self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
+        self.line_starts = [0] + [m.end() for m in _NEWLINES.finditer(ctx.source)]
+        self.offsets = self._statement_offsets(lines)
+        if self.offsets is None:
+            self._generate(ctx.module, 0)
+
+    def _statement_offsets(self, lines: Optional[List[int]]) -> Optional[Dict[cst.CSTNode, int]]:
+        if lines is None:
+            try:
+                lines = statement_lines(ast.parse(self.ctx.source))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
+        offsets, index = {}, 0
+        for statement in self.ctx.module.body:
+            if index >= len(lines):
+                return None
+            first = lines[index] - len(statement.leading_lines)
+            if not 1 <= first <= len(self.line_starts):
+                return None
+            offsets[statement] = self.line_starts[first - 1]
+            index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        return offsets if index == len(lines) else None
+
+    def _generate(self, node: cst.CSTNode, offset: int) -> str:
+        state = _Offsets(self.ctx.module, offset)
+        node._codegen(state)
+        self.spans.update(state.spans)
+        return "".join(state.tokens)
+
+    def _top(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        parent = self.ctx.parent.get(node)
+        while parent is not None and parent is not self.ctx.module:
+            node, parent = parent, self.ctx.parent.get(parent)
+        return node if parent is not None else None
+
+    def _place(self, node: cst.CSTNode) -> None:
+        top = self._top(node)
+        offset = self.offsets.get(top) if top is not None else None
+        if offset is not None and self.ctx.source.startswith(self._generate(top, offset), offset):
+            return
+        self.offsets = None  # the ast and the CST disagree: generate everything
+        self.spans.clear()
+        self._generate(self.ctx.module, 0)
 
     def _point(self, offset: int) -> Tuple[int, int]:
         line = bisect.bisect_right(self.line_starts, offset)
         return line, offset - self.line_starts[line - 1] + 1
 
     def get(self, node: cst.CSTNode) -> Tuple[int, int, int, int]:
+        if node not in self.spans:
+            self._place(node)
         start, end = self.spans[node]
         return (*self._point(start), *self._point(end))
 
 
-def _to_findings(ctx: Context, reports: List[Tuple[object, Report]]) -> List[Finding]:
-    positions = Positions(ctx.module)
+def _to_findings(ctx: Context, reports: List[Tuple[object, Report]], lines: Optional[List[int]]
+                 ) -> List[Finding]:
+    positions = Positions(ctx, lines)
     noqa = noqa_comments(ctx.source)
     file_level, file_codes = file_noqa(ctx.source)
     findings: Dict[Tuple, Finding] = {}

@@ -7,6 +7,7 @@ cached run never imports libcst.
 """
 from __future__ import annotations
 
+import gc
 import io
 import os
 import re
@@ -18,6 +19,8 @@ from .config import glob_to_regex
 
 if TYPE_CHECKING:  # libcst is imported only when a file is parsed (see analysis.py)
     import libcst
+
+    from .facts import Facts
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ def prefilter(data: bytes, rules: Sequence) -> bool:
 _NOQA = re.compile(r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(
     r"^\s*#\s*cliplint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?\s*$", re.IGNORECASE)
+_NOQA_WORD = re.compile("noqa", re.IGNORECASE)
 ALL = None  # a suppression without codes
 
 
@@ -98,6 +102,8 @@ def _codes(text: Optional[str]) -> Optional[Set[str]]:
 def noqa_comments(source: str) -> Dict[int, Optional[Set[str]]]:
     """Line -> suppressed codes (None = all) for each `# noqa` comment."""
     found: Dict[int, Optional[Set[str]]] = {}
+    if not _NOQA_WORD.search(source):
+        return found  # most files: no need to tokenize
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source, newline=None).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
@@ -150,20 +156,31 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
-    rules = gate(text, rules)
+    facts = facts_of(text)
+    rules = gate(facts, rules)
     if not rules:
         return [], False
     from .analysis import lint_module  # libcst is imported only when a file is parsed
 
-    return lint_module(path, text, rules, shown)
+    return lint_module(path, text, rules, shown, facts.statement_lines if facts else None)
 
 
-def gate(text: str, rules: Sequence) -> Sequence:
-    """The rules that could fire in `text`, judged from CPython's ast (all of them when it
-    cannot parse the text: the CST parser then reports why)."""
+def facts_of(text: str) -> Optional["Facts"]:
+    """CPython-ast facts about `text` (None when CPython cannot parse it)."""
     from .facts import Facts
 
-    facts = Facts.of(text)
+    collecting = gc.isenabled()
+    gc.disable()  # an ast is ~10^4 acyclic nodes: the cycle collector would only slow it down
+    try:
+        return Facts.of(text)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def gate(facts: Optional["Facts"], rules: Sequence) -> Sequence:
+    """The rules that could fire, judged from the facts (all of them when CPython could not
+    parse the text: the CST parser then reports why)."""
     return rules if facts is None else [rule for rule in rules if rule.could_fire(facts)]
 
 

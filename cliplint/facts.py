@@ -4,14 +4,20 @@ The prefilter's second stage: each rule says, from these facts, whether it *coul
 module (`Rule.could_fire`). A module no enabled rule could fire in is never parsed with libcst.
 The facts over-approximate (names bound anywhere, in any scope): a rule may be run for
 nothing, but a finding is never skipped (tests compare every result with and without the gate).
+
+One walk collects everything. Questions about a subtree ("which names does this value use?")
+are answered from source positions: a node's names are the Names whose start lies inside its
+span, found by bisection in one sorted list instead of walking the subtree again.
 """
 from __future__ import annotations
 
 import ast
-from typing import Dict, Optional, Set
+import bisect
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 CLIP_OPTIONS = {"clipnorm", "clipvalue", "global_clipnorm"}
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
+Position = Tuple[int, int]
 
 
 def _callee(node: ast.Call) -> str:
@@ -19,31 +25,66 @@ def _callee(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def _start(node: ast.AST) -> Position:
+    return node.lineno, node.col_offset
+
+
+def _end(node: ast.AST) -> Position:
+    return node.end_lineno, node.end_col_offset
+
+
+def _first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
+    if call.args:
+        return call.args[0]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+class _Sorted:
+    """(position, label) pairs, sorted once, queried by span."""
+
+    def __init__(self, pairs: List[Tuple[Position, str]]) -> None:
+        pairs.sort()
+        self.positions = [p for p, _ in pairs]
+        self.labels = [label for _, label in pairs]
+
+    def within(self, node: ast.AST, start: Optional[Position] = None) -> List[str]:
+        """The labels inside `node`'s span (from `start` when given: decorators come first)."""
+        low = bisect.bisect_left(self.positions, start or _start(node))
+        high = bisect.bisect_left(self.positions, _end(node), low)
+        return self.labels[low:high]
+
+
 class Facts:
     def __init__(self, tree: ast.AST) -> None:
         self.calls: Set[str] = set()
         self.words: Set[str] = set()  # every name, attribute and string constant
         self.stored_attributes: Set[str] = set()
-        self.keywords: Set[str] = set()
-        self.multi_clip_call = False
         self.none_compare = False
         self.nonpositive: Set[str] = set()  # names bound to a numeric literal <= 0 (or arithmetic)
         self.numeric: Set[str] = set()  # names bound to a numeric literal or arithmetic
         self.assigned: Dict[str, int] = {}
-        self.methods: Set[str] = set()
-        self._assignments = []
-        self._iterables = []
-        self._functions: Dict[str, ast.AST] = {}
-        self._clip_args = []
-        self._value_bounds = []
-        self._clip_assigns = []
-        self.clip_passed_on = False
         self.compiled_optimizers: Set[str] = set()
-        self._bindings = []  # (name, value) for the numeric fixpoint
-        for node in ast.walk(tree):
-            self._see(node)
+        self.clip_passed_on = False
+        self.clip_pair_named = False  # `x = tf.clip_by_global_norm(...)`
+        self.clip_renamed_pair = False  # clipped gradients bound to a new name (see clip_renamed)
+        self._names: List[Tuple[Position, str]] = []
+        self._callees: List[Tuple[Position, str]] = []
+        self._functions: List[Tuple[str, ast.AST]] = []
+        self._assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
+        self._iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
+        self._zipped_first: List[ast.AST] = []  # first list of every zip(a, b, ...)
+        self._clip_args: List[ast.AST] = []
+        self._value_bounds: List[Tuple[Optional[ast.AST], Optional[ast.AST]]] = []
+        self._bindings: List[Tuple[str, ast.AST]] = []  # (name, value) for the numeric fixpoint
+        for node in _walk(tree):
+            see = _SEE.get(type(node))
+            if see is not None:
+                see(self, node)
+        self.statement_lines = statement_lines(tree)
+        self.names_at = _Sorted(self._names)
+        self.callees_at = _Sorted(self._callees)
         self._resolve_numbers()
-        self.gradient_names = self._gradient_names()
+        self._gradient_names: Optional[Set[str]] = None
 
     @staticmethod
     def of(text: str) -> Optional["Facts"]:
@@ -52,59 +93,69 @@ class Facts:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None  # let the real parser report it
 
-    # --- collection -------------------------------------------------------------------------
+    # --- collection (one call per node of interest) ---------------------------------------
 
-    def _see(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Call):
-            self._see_call(node)
-        elif isinstance(node, ast.Name):
-            self.words.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            self.words.add(node.attr)
-            if isinstance(node.ctx, ast.Store):
-                self.stored_attributes.add(node.attr)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 64:
+    def _see_name(self, node: ast.Name) -> None:
+        self.words.add(node.id)
+        self._names.append((_start(node), node.id))
+
+    def _see_attribute(self, node: ast.Attribute) -> None:
+        self.words.add(node.attr)
+        if isinstance(node.ctx, ast.Store):
+            self.stored_attributes.add(node.attr)
+
+    def _see_constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and len(node.value) < 64:
             self.words.add(node.value)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            self._see_assignment(node)
-        elif isinstance(node, ast.Compare):
-            operands = [node.left, *node.comparators]
-            self.none_compare |= any(isinstance(o, ast.Constant) and o.value is None for o in operands)
-        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            self._iterables.append(node.iter)
-            self._assignments.append((node.target, node.iter))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self._functions[node.name] = node
-            self.methods.add(node.name)
-            self._see_defaults(node.args)
-        elif isinstance(node, ast.alias):
-            self.words.add(node.name.rsplit(".", 1)[-1])
-        elif isinstance(node, ast.Dict):
-            self.words.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+
+    def _see_compare(self, node: ast.Compare) -> None:
+        operands = [node.left, *node.comparators]
+        self.none_compare |= any(isinstance(o, ast.Constant) and o.value is None for o in operands)
+
+    def _see_loop(self, node) -> None:
+        self._iterables.append(node.iter)
+        self._assignments.append((node.target, node.iter))
+
+    def _see_function(self, node) -> None:
+        self._functions.append((node.name, node))
+        arguments = node.args
+        params = [*arguments.posonlyargs, *arguments.args]
+        for param, default in zip(params[len(params) - len(arguments.defaults):], arguments.defaults):
+            self._bindings.append((param.arg, default))
+        for param, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
+            if default is not None:
+                self._bindings.append((param.arg, default))
+
+    def _see_alias(self, node: ast.alias) -> None:
+        self.words.add(node.name.rsplit(".", 1)[-1])
+
+    def _see_dict(self, node: ast.Dict) -> None:
+        self.words.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
 
     def _see_call(self, node: ast.Call) -> None:
         name = _callee(node)
         self.calls.add(name)
+        self._callees.append((_start(node), name))
         keywords = {k.arg for k in node.keywords if k.arg}
-        self.keywords |= keywords
         self.words |= keywords
-        self.multi_clip_call |= len(keywords & CLIP_OPTIONS) > 1
         if name == "compile":
             optimizer = next((k.value for k in node.keywords if k.arg == "optimizer"), node.args[0] if node.args else None)
             if isinstance(optimizer, ast.Name):
                 self.compiled_optimizers.add(optimizer.id)
-        if name in ("map", "zip", "enumerate", "list", "tuple"):
+        elif name == "map":
             self._iterables.extend(node.args)
-        for keyword in node.keywords:
-            if keyword.arg in CLIP_OPTIONS or keyword.arg == "clip_norm":
-                self._clip_args.append(keyword.value)
-        if name in ("clip_by_norm", "clip_by_global_norm"):
+        elif name == "zip" and len(node.args) > 1:
+            self._zipped_first.append(node.args[0])
+        elif name in ("clip_by_norm", "clip_by_global_norm"):
             self._clip_args.extend(node.args[1:2])
-        if name == "clip_by_value":
+        elif name == "clip_by_value":
             bounds = {k.arg: k.value for k in node.keywords}
             low = node.args[1] if len(node.args) > 1 else bounds.get("clip_value_min")
             high = node.args[2] if len(node.args) > 2 else bounds.get("clip_value_max")
             self._value_bounds.append((low, high))
+        for keyword in node.keywords:
+            if keyword.arg in CLIP_OPTIONS or keyword.arg == "clip_norm":
+                self._clip_args.append(keyword.value)
         self.clip_passed_on |= any(isinstance(a, ast.Call) and _callee(a) == "clip_by_global_norm"
                                    for a in [*node.args, *(k.value for k in node.keywords)])
 
@@ -115,21 +166,35 @@ class Facts:
             return
         for target in targets:
             self._assignments.append((target, value))
-            for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
+            for name in _target_names(target):
                 self.assigned[name] = self.assigned.get(name, 0) + 1
-                self._bind_number(name, value)
-        self._clip_assigns.append((targets, value))
+                self._bindings.append((name, value))
+        if len(targets) == 1:
+            self._see_clip_assignment(targets[0], value)
 
-    def _see_defaults(self, arguments: ast.arguments) -> None:
-        params = [*arguments.posonlyargs, *arguments.args]
-        for param, default in zip(params[len(params) - len(arguments.defaults):], arguments.defaults):
-            self._bind_number(param.arg, default)
-        for param, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
-            if default is not None:
-                self._bind_number(param.arg, default)
+    def _see_clip_assignment(self, target: ast.AST, value: ast.AST) -> None:
+        """The shapes CL006 and CL007 look for (see `clip_pair_kept_whole`, `clip_renamed`)."""
+        if isinstance(value, ast.Call) and _callee(value) == "clip_by_global_norm":
+            if isinstance(target, ast.Name):
+                self.clip_pair_named = True
+            elif isinstance(target, (ast.Tuple, ast.List)) and target.elts:
+                self._note_renamed(target.elts[0], _first_argument(value, "t_list"))
+        elif isinstance(target, ast.Name) and isinstance(value, ast.Subscript) \
+                and isinstance(value.value, ast.Call) and _callee(value.value) == "clip_by_global_norm":
+            self._note_renamed(target, _first_argument(value.value, "t_list"))
+        elif isinstance(target, ast.Name) and isinstance(value, (ast.ListComp, ast.GeneratorExp)) \
+                and any(isinstance(n, ast.Call) and _callee(n) == "clip_by_norm" for n in _walk(value.elt)):
+            iterable = value.generators[0].iter
+            if isinstance(iterable, ast.Call) and _callee(iterable) == "zip" and iterable.args:
+                iterable = iterable.args[0]
+            self._note_renamed(target, iterable)
 
-    def _bind_number(self, name: str, value: ast.AST) -> None:
-        self._bindings.append((name, value))
+    def _note_renamed(self, clipped: ast.AST, source: Optional[ast.AST]) -> None:
+        if isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
+                and source.id != clipped.id:
+            self.clip_renamed_pair = True
+
+    # --- derived facts ----------------------------------------------------------------------
 
     def _resolve_numbers(self) -> None:
         """Names that may hold a number (through other names), and those that may hold one <= 0."""
@@ -144,31 +209,38 @@ class Facts:
                     self.nonpositive.add(name)
                     changed = True
 
-    def _gradient_names(self) -> Set[str]:
+    @property
+    def gradient_names(self) -> Set[str]:
         """Names that may hold gradients: bound from a gradient call, from a local function that
-        takes one, or from any expression using such a name (to a fixpoint)."""
-        producers = {name for name, function in self._functions.items()
-                     if any(isinstance(n, ast.Call) and _callee(n) in GRADIENT_CALLS for n in ast.walk(function))}
+        contains one, or from any expression using such a name (to a fixpoint)."""
+        if self._gradient_names is None:
+            self._gradient_names = self._find_gradient_names()
+        return self._gradient_names
+
+    def _find_gradient_names(self) -> Set[str]:
+        if not self.calls & GRADIENT_CALLS:
+            return set()
+        producers = set(GRADIENT_CALLS)
+        for name, function in self._functions:
+            first = function.decorator_list[0] if function.decorator_list else function
+            if not GRADIENT_CALLS.isdisjoint(self.callees_at.within(function, _start(first))):
+                producers.add(name)
+        flows = [(set(_target_names(target)), set(self.names_at.within(value)),
+                  not producers.isdisjoint(self.callees_at.within(value)))
+                 for target, value in self._assignments]
         names: Set[str] = set()
         changed = True
         while changed:
             changed = False
-            for target, value in self._assignments:
-                if self._carries_gradients(value, names, producers):
-                    for name in (n.id for n in ast.walk(target) if isinstance(n, ast.Name)):
-                        if name not in names:
-                            names.add(name)
-                            changed = True
+            for targets, used, calls_producer in flows:
+                if not targets <= names and (calls_producer or not used.isdisjoint(names)):
+                    names |= targets
+                    changed = True
         return names
 
-    @staticmethod
-    def _carries_gradients(value: ast.AST, names: Set[str], producers: Set[str]) -> bool:
-        for node in ast.walk(value):
-            if isinstance(node, ast.Name) and node.id in names:
-                return True
-            if isinstance(node, ast.Call) and (_callee(node) in GRADIENT_CALLS or _callee(node) in producers):
-                return True
-        return False
+    def _carries_gradients(self, node: ast.AST) -> bool:
+        return not self.gradient_names.isdisjoint(self.names_at.within(node)) \
+            or not GRADIENT_CALLS.isdisjoint(self.callees_at.within(node))
 
     # --- questions the rules ask ------------------------------------------------------------
 
@@ -179,10 +251,14 @@ class Facts:
         return any(self.assigned.get(name, 0) > 1 for name in self.compiled_optimizers)
 
     def iterates_gradients(self) -> bool:
-        """Is a value that may hold gradients iterated (loop, comprehension, map, zip)?"""
-        return any(self._carries_gradients(iterable, self.gradient_names, set()) or any(
-            isinstance(n, ast.Call) and _callee(n) in GRADIENT_CALLS for n in ast.walk(iterable))
-            for iterable in self._iterables)
+        """Is a value that may hold gradients looped over (for, comprehension, map)?"""
+        return bool(self.calls & GRADIENT_CALLS) and any(self._carries_gradients(i) for i in self._iterables)
+
+    def zips_gradients_with_none_test(self) -> bool:
+        """`zip(grads, ...)` of a value that may hold gradients, in a module that tests for None
+        (the only way a gradient or variable list gets filtered)."""
+        return self.none_compare and bool(self.calls & GRADIENT_CALLS) \
+            and any(self._carries_gradients(first) for first in self._zipped_first)
 
     def invalid_threshold(self) -> bool:
         """A clip threshold that may be a constant <= 0, or clip_by_value bounds that may both be constants."""
@@ -192,24 +268,67 @@ class Facts:
 
     def clip_pair_kept_whole(self) -> bool:
         """`x = tf.clip_by_global_norm(...)` to one name, or the call passed straight on."""
-        for targets, value in self._clip_assigns:
-            if isinstance(value, ast.Call) and _callee(value) == "clip_by_global_norm" \
-                    and any(isinstance(t, ast.Name) for t in targets):
-                return True
-        return self.clip_passed_on
+        return self.clip_pair_named or self.clip_passed_on
 
     def clip_renamed(self) -> bool:
-        """Clipped gradients bound to a new name (not the list that was clipped)."""
-        for targets, value in self._clip_assigns:
-            clip = next((n for n in ast.walk(value) if isinstance(n, ast.Call)
-                         and _callee(n) in ("clip_by_global_norm", "clip_by_norm")), None)
-            if clip is None:
-                continue
-            sources = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} - {"_"}
-            if bound - sources:
-                return True
-        return False
+        """Clipped gradients bound to a name other than the list that was clipped:
+        `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
+        `clipped = [tf.clip_by_norm(g, c) for g in grads]`."""
+        return self.clip_renamed_pair
+
+
+_SEE = {
+    ast.Call: Facts._see_call,
+    ast.Name: Facts._see_name,
+    ast.Attribute: Facts._see_attribute,
+    ast.Constant: Facts._see_constant,
+    ast.Assign: Facts._see_assignment,
+    ast.AnnAssign: Facts._see_assignment,
+    ast.AugAssign: Facts._see_assignment,
+    ast.Compare: Facts._see_compare,
+    ast.For: Facts._see_loop,
+    ast.AsyncFor: Facts._see_loop,
+    ast.comprehension: Facts._see_loop,
+    ast.FunctionDef: Facts._see_function,
+    ast.AsyncFunctionDef: Facts._see_function,
+    ast.alias: Facts._see_alias,
+    ast.Dict: Facts._see_dict,
+}
+
+
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
+
+
+def _walk(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node, like `ast.walk` at about half its cost: no expression contexts, no field
+    introspection per node (the fields of each node type are looked up once)."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, ast.AST):
+            continue  # None in Dict keys, str in Global names
+        yield node
+        kind = type(node)
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+        for field in fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                todo.extend(value)
+            elif isinstance(value, ast.AST):
+                todo.append(value)
+
+
+def statement_lines(tree: ast.Module) -> List[int]:
+    """The first line of each top-level statement of CPython's ast, decorators included."""
+    return [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) for s in tree.body]
+
+
+def _target_names(target: ast.AST) -> List[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    return [n.id for n in _walk(target) if isinstance(n, ast.Name)]
 
 
 def _numeric(node: ast.AST) -> bool:

@@ -20,6 +20,8 @@ import libcst as cst
 
 _SCOPES = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+_SCOPE_TYPES = frozenset(_SCOPES)
+_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 MAX_DEPTH = 8
 
 
@@ -148,22 +150,29 @@ class Flow:
     # --- bindings -------------------------------------------------------------------------
 
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
-        found = self._scopes.get(node)
-        if found is None:
-            found = self._scopes[node] = self._find_scope(node)
+        """The innermost function, lambda, class or module around `node` (a function's name,
+        decorators and return annotation belong to the enclosing scope). Climbs only as far as
+        the first ancestor whose scope is already known: every rule asks, for most nodes."""
+        scopes, parent_of = self._scopes, self.ctx.parent
+        path, found = [], None
+        while found is None:
+            parent = parent_of.get(node)
+            if parent is None:
+                found = self.ctx.module
+            elif type(parent) in _SCOPE_TYPES and (type(parent) is not cst.FunctionDef
+                                                   or node is parent.body or node is parent.params):
+                found = parent
+            else:
+                path.append(node)
+                node = parent
+                found = scopes.get(node)
+                if found is not None:
+                    break
+                continue
+            path.append(node)
+        for visited in path:
+            scopes[visited] = found
         return found
-
-    def _find_scope(self, node: cst.CSTNode) -> cst.CSTNode:
-        for anc in self.ctx.ancestors(node):
-            if isinstance(anc, _SCOPES):
-                if isinstance(anc, cst.FunctionDef) and self._in_header(anc, node):
-                    continue
-                return anc
-        return self.ctx.module
-
-    def _in_header(self, func: cst.FunctionDef, node: cst.CSTNode) -> bool:
-        """Defaults and decorators are evaluated in the enclosing scope."""
-        return not self.ctx.encloses(func.body, node) and not self.ctx.encloses(func.params, node)
 
     def _add(self, name: str, scope, kind, value, path, owner, visible_from) -> None:
         self._bindings.setdefault((scope, name), []).append(
@@ -211,7 +220,8 @@ class Flow:
         """A name bound by an enclosing comprehension, or by a lambda mapped over an iterable."""
         ctx = self.ctx
         for anc in ctx.ancestors(use):
-            if isinstance(anc, _COMPREHENSIONS):
+            kind = type(anc)  # not isinstance: libcst's nodes are ABCs, and this runs for every name
+            if kind in _COMPREHENSION_TYPES:
                 comp_for = anc.for_in
                 while comp_for is not None:
                     if not ctx.encloses(comp_for.iter, use):
@@ -219,11 +229,11 @@ class Flow:
                             if name.value == use.value:
                                 return Binding(use.value, anc, "iter", comp_for.iter, path, anc, ctx.pre[anc])
                     comp_for = comp_for.inner_for_in
-            elif isinstance(anc, cst.Lambda):
+            elif kind is cst.Lambda:
                 names = [p.name.value for p in anc.params.params]
                 if use.value in names:
                     return self._mapped_lambda(anc, use, names.index(use.value))
-            elif isinstance(anc, (cst.FunctionDef, cst.Module)):
+            elif kind is cst.FunctionDef or kind is cst.Module:
                 return None
         return None
 

@@ -1,11 +1,13 @@
 """The engine's cheap position computation agrees with libcst's PositionProvider on every node."""
+import ast
 from pathlib import Path
 
 import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cliplint.analysis import Positions
+from cliplint.analysis import Context, Positions
+from cliplint.facts import statement_lines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SOURCES = [p for p in sorted(FIXTURES.glob("*.py")) if p.name != "broken_syntax.py"]
@@ -14,12 +16,27 @@ EXTRA = ["x = 1\r\ny = (\r\n  2)\r\n", "\tif a:\n\t\tb = 'é😀'; c = [\n  1,\n
 
 
 @pytest.mark.parametrize("source", [p.read_text() for p in SOURCES] + EXTRA)
-def test_positions_match_position_provider(source):
+@pytest.mark.parametrize("wrong_lines", [False, True])
+def test_positions_match_position_provider(source, wrong_lines):
+    """Statement by statement (or, when the statement lines given are wrong, the whole module
+    at once): the same spans as PositionProvider."""
     module = cst.parse_module(source)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    mine = Positions(module)
-    assert mine.spans.keys() >= set(expected.keys()) - {module}
-    for node, span in expected.items():
-        if node is module:
-            continue
+    lines = [line + 1 for line in statement_lines(ast.parse(source))] if wrong_lines else None
+    ctx = Context("x.py", source, module)
+    mine = Positions(ctx, lines)
+
+    def check(node):
+        span = expected[node]
         assert mine.get(node) == (span.start.line, span.start.column + 1, span.end.line, span.end.column + 1), node
+
+    # What findings are placed on: nodes inside the top-level statements.
+    for node in ctx.pre:
+        if node is not module and ctx.parent.get(node) is not None:
+            check(node)
+    if module.body and not wrong_lines:
+        assert mine.offsets is not None, "the statement-by-statement path was not taken"
+    # Everything else too (header comments, whitespace nodes): the whole module is generated.
+    for node in expected:
+        if node is not module:
+            check(node)

@@ -56,6 +56,29 @@ def test_catalogue_matches_the_rule_classes():
 @pytest.mark.parametrize("rule,case", INVALID)
 def test_the_ast_gate_never_skips_an_invalid_example(rule, case):
     """`Rule.could_fire` may over-approximate but must say yes wherever the rule reports."""
-    from cliplint.engine import gate
+    from cliplint.engine import facts_of, gate
 
-    assert rule in gate(textwrap.dedent(case.source), [rule])
+    assert rule in gate(facts_of(textwrap.dedent(case.source)), [rule])
+
+
+def _every_known_program():
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    for path in sorted(fixtures.rglob("*.py")):
+        yield pytest.param(path.read_text(encoding="utf-8", errors="replace"), id=path.name)
+    for code, rule in ALL_RULES.items():
+        for i, source in enumerate(rule.VALID):
+            yield pytest.param(textwrap.dedent(source), id=f"{code}-valid-{i}")
+        for i, case in enumerate(rule.INVALID):
+            yield pytest.param(textwrap.dedent(case.source), id=f"{code}-invalid-{i}")
+
+
+@pytest.mark.parametrize("source", _every_known_program())
+def test_the_ast_gate_changes_no_result(source):
+    """Every fixture and example: the same findings with the gate as with every rule run."""
+    from cliplint.engine import facts_of, gate
+
+    facts = facts_of(source)
+    gated = lint_module("program.py", source, gate(facts, ALL), lines=facts and facts.statement_lines)
+    assert gated == lint_module("program.py", source, ALL)

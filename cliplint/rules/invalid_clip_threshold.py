@@ -22,7 +22,7 @@ class InvalidClipThreshold(Rule):
     name = "invalid-clip-threshold"
     summary = "A literal clip threshold that cannot do what was meant: <= 0, or clip_by_value with min > max."
     severity = "error"
-    tokens = (b"clip",)
+    tokens = (b"clipnorm", b"clipvalue", b"clip_by")
     why = """
         A clipping threshold of zero or below does not clip; what it does instead depends on
         where it is. Keras 3 and tf-keras optimizers silently turn clipping off for

@@ -128,7 +128,8 @@ class UnfilteredNoneGradients(Rule):
     ]
 
     def could_fire(self, facts) -> bool:
-        return facts.iterates_gradients()
+        # (a) needs a loop over gradients; (b) a zip of gradients and a None test that filtered one side
+        return facts.iterates_gradients() or facts.zips_gradients_with_none_test()
 
     def check(self, ctx: Context) -> Iterator[Report]:
         yield from self._unsafe_ops(ctx)
