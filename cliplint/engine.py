@@ -160,9 +160,13 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
     rules = gate(facts, rules)
     if not rules:
         return [], False
+    lines = None
+    if facts is not None:
+        words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
+        text, lines = facts.reduced(text, sorted(words))
     from .analysis import lint_module  # libcst is imported only when a file is parsed
 
-    return lint_module(path, text, rules, shown, facts.statement_lines if facts else None)
+    return lint_module(path, text, rules, shown, lines)
 
 
 def facts_of(text: str) -> Optional["Facts"]:

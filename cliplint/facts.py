@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ast
 import bisect
-from typing import Dict, Iterator, List, Optional, Set, Tuple
+import re
+from collections import Counter
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 CLIP_OPTIONS = {"clipnorm", "clipvalue", "global_clipnorm"}
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
@@ -76,6 +78,13 @@ class Facts:
         self._clip_args: List[ast.AST] = []
         self._value_bounds: List[Tuple[Optional[ast.AST], Optional[ast.AST]]] = []
         self._bindings: List[Tuple[str, ast.AST]] = []  # (name, value) for the numeric fixpoint
+        # for `reduced`: what each top-level statement binds, reads and changes
+        self._body = tree.body if isinstance(tree, ast.Module) else []
+        self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)
+        self._attribute_loads: List[Tuple[Position, str]] = []
+        self._attribute_stores: List[Tuple[Position, str]] = []
+        self._imports: List[Tuple[Position, str]] = []  # names imports bind
+        self._scope_changes: List[Tuple[Position, str]] = []  # import, global, nonlocal
         for node in _walk(tree):
             see = _SEE.get(type(node))
             if see is not None:
@@ -98,11 +107,31 @@ class Facts:
     def _see_name(self, node: ast.Name) -> None:
         self.words.add(node.id)
         self._names.append((_start(node), node.id))
+        if not isinstance(node.ctx, ast.Load):
+            self._stored.append((_start(node), node.id))
 
     def _see_attribute(self, node: ast.Attribute) -> None:
         self.words.add(node.attr)
-        if isinstance(node.ctx, ast.Store):
+        if isinstance(node.ctx, ast.Load):
+            self._attribute_loads.append((_start(node), node.attr))
+        else:
             self.stored_attributes.add(node.attr)
+            self._attribute_stores.append((_start(node), node.attr))
+
+    def _see_import(self, node) -> None:
+        self._scope_changes.append((_start(node), "import"))
+        for alias in node.names:
+            self._imports.append((_start(node), (alias.asname or alias.name).split(".")[0]))
+
+    def _see_scope_change(self, node) -> None:
+        self._scope_changes.append((_start(node), type(node).__name__))
+
+    def _see_bound_name(self, node) -> None:
+        """Names bound by `except E as name`, `case name`, `case [*name]`, `class Name`."""
+        if isinstance(node, ast.ClassDef):
+            self._stored.append((_start(node), node.name))
+        elif getattr(node, "name", None) or getattr(node, "rest", None):
+            self._stored.append((_start(node), getattr(node, "name", None) or node.rest))
 
     def _see_constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and len(node.value) < 64:
@@ -118,6 +147,7 @@ class Facts:
 
     def _see_function(self, node) -> None:
         self._functions.append((node.name, node))
+        self._stored.append((_start(node), node.name))
         arguments = node.args
         params = [*arguments.posonlyargs, *arguments.args]
         for param, default in zip(params[len(params) - len(arguments.defaults):], arguments.defaults):
@@ -242,6 +272,66 @@ class Facts:
         return not self.gradient_names.isdisjoint(self.names_at.within(node)) \
             or not GRADIENT_CALLS.isdisjoint(self.callees_at.within(node))
 
+    # --- parsing less: top-level definitions no rule can see -------------------------------
+
+    def reduced(self, text: str, words: Sequence[str]) -> Tuple[str, List[int]]:
+        """`text` with the top-level functions and classes that no rule can see blanked out
+        (line numbers unchanged), and the first line of each statement kept.
+
+        Rules follow names into definitions and out of them to module bindings, and dotted
+        attributes module-wide; nothing else. So a definition is kept when it holds one of
+        `words` (the running rules' tokens), imports or declares `global`/`nonlocal`, reads a
+        name bound by a kept statement that holds such a word (to a fixpoint), is named by a
+        kept statement, or shares an attribute name with a store elsewhere. Every other
+        statement is always kept.
+        """
+        body = self._body
+        if not any(isinstance(statement, _DEFINITIONS) for statement in body):
+            return text, self.statement_lines
+        lines = _split_lines(text)
+        at = {name: _Sorted(list(pairs)) for name, pairs in (
+            ("stored", self._stored), ("imports", self._imports), ("scope", self._scope_changes),
+            ("loads", self._attribute_loads), ("stores", self._attribute_stores))}
+        all_stores = Counter(at["stores"].labels)
+        shapes = [self._shape(statement, lines, words, at, all_stores) for statement in body]
+        keep = [not isinstance(statement, _DEFINITIONS) or shape.words or shape.scope_changes
+                for statement, shape in zip(body, shapes)]
+        changed = True
+        while changed:
+            changed = False
+            tainted = _tainted(shapes, keep)
+            read_by_kept = set().union(*(shape.reads for shape, kept in zip(shapes, keep) if kept))
+            loaded_by_kept = set().union(*(shape.loads for shape, kept in zip(shapes, keep) if kept))
+            for index, shape in enumerate(shapes):
+                if not keep[index] and (shape.reads & tainted or shape.binds & read_by_kept
+                                        or shape.stores & loaded_by_kept or shape.loads & shape.stored_elsewhere):
+                    keep[index] = changed = True
+        if all(keep):
+            return text, self.statement_lines
+        for statement, kept in zip(body, keep):
+            if not kept:
+                for number in range(_first_line(statement), statement.end_lineno + 1):
+                    line = lines[number - 1]
+                    if not line.lstrip().startswith("#"):  # comments stay: `# cliplint: noqa` may be one
+                        lines[number - 1] = line[len(line.rstrip("\r\n")):]
+        return "".join(lines), [line for line, kept in zip(self.statement_lines, keep) if kept]
+
+    def _shape(self, statement: ast.stmt, lines: List[str], words: Sequence[str],
+               at: Dict[str, "_Sorted"], all_stores: Counter) -> "_Shape":
+        start = (_first_line(statement), 0)
+        segment = "".join(lines[start[0] - 1:statement.end_lineno])
+        if isinstance(statement, _DEFINITIONS):
+            binds = {statement.name}
+        else:
+            binds = set(at["stored"].within(statement, start)) | set(at["imports"].within(statement, start))
+        stores = at["stores"].within(statement, start)
+        return _Shape(
+            words=any(word in segment for word in words),
+            scope_changes=bool(at["scope"].within(statement, start)),
+            reads=set(self.names_at.within(statement, start)), binds=binds,
+            loads=set(at["loads"].within(statement, start)), stores=set(stores),
+            stored_elsewhere={name for name, count in (all_stores - Counter(stores)).items() if count > 0})
+
     # --- questions the rules ask ------------------------------------------------------------
 
     def has(self, *words: str) -> bool:
@@ -293,7 +383,55 @@ _SEE = {
     ast.AsyncFunctionDef: Facts._see_function,
     ast.alias: Facts._see_alias,
     ast.Dict: Facts._see_dict,
+    ast.Import: Facts._see_import,
+    ast.ImportFrom: Facts._see_import,
+    ast.Global: Facts._see_scope_change,
+    ast.Nonlocal: Facts._see_scope_change,
+    ast.ClassDef: Facts._see_bound_name,
+    ast.ExceptHandler: Facts._see_bound_name,
+    **{kind: Facts._see_bound_name for kind in (getattr(ast, name, None) for name in ("MatchAs", "MatchStar", "MatchMapping"))
+       if kind},
 }
+
+
+class _Shape(NamedTuple):
+    """What one top-level statement holds, binds, reads and stores (see `Facts.reduced`)."""
+
+    words: bool  # one of the running rules' tokens
+    scope_changes: bool  # import, global, nonlocal
+    reads: Set[str]  # every name in it
+    binds: Set[str]  # names it binds at module level (over-approximated)
+    loads: Set[str]  # attribute names read
+    stores: Set[str]  # attribute names assigned
+    stored_elsewhere: Set[str]  # attribute names assigned outside it
+
+
+def _tainted(shapes: List[_Shape], keep: List[bool]) -> Set[str]:
+    """Names bound by kept statements holding a token, or reading such a name (fixpoint)."""
+    tainted: Set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for shape, kept in zip(shapes, keep):
+            if kept and not shape.binds <= tainted and (shape.words or shape.reads & tainted):
+                tainted |= shape.binds
+                changed = True
+    return tainted
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def _split_lines(text: str) -> List[str]:
+    """Lines as CPython counts them (\\n, \\r\\n, \\r), ends kept; str.splitlines also
+    splits on form feeds and other separators."""
+    return _LINE.findall(text)
+
+
+def _first_line(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None)
+    return min(statement.lineno, *(d.lineno for d in decorators)) if decorators else statement.lineno
 
 
 _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
@@ -322,7 +460,7 @@ def _walk(root: ast.AST) -> Iterator[ast.AST]:
 
 def statement_lines(tree: ast.Module) -> List[int]:
     """The first line of each top-level statement of CPython's ast, decorators included."""
-    return [min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) for s in tree.body]
+    return [_first_line(statement) for statement in tree.body]
 
 
 def _target_names(target: ast.AST) -> List[str]:

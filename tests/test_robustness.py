@@ -37,6 +37,21 @@ def _standalone(line: str) -> bool:
 
 
 STATEMENTS = [line.strip() for line in FRAGMENTS if _standalone(line)]
+
+
+def _top_level_statements(path: Path):
+    import ast
+
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    tree = ast.parse(text)
+    return ["".join(lines[min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", []))]) - 1:s.end_lineno])
+            for s in tree.body]
+
+
+# Whole functions, classes and module statements of the realistic fixtures: modules built
+# from them keep or break the references between definitions in every possible way.
+TOP_LEVEL = sorted({s for p in FIXTURES.glob("*.py") if p.name != "broken_syntax.py" for s in _top_level_statements(p)})
 TOKENS = "import tensorflow as tf  # clipnorm clipvalue softmax sigmoid gradient compile clip from_logits\n"
 
 
@@ -82,6 +97,16 @@ def test_valid_training_statement_mixes_never_crash_a_rule(lines):
     facts = engine.facts_of(text)
     gated, _ = lint_module("fuzz.py", text, engine.gate(facts, RULES), lines=facts and facts.statement_lines)
     assert gated == findings
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(TOP_LEVEL), min_size=1, max_size=30))
+def test_leaving_definitions_out_of_the_parse_changes_nothing(statements):
+    """The engine blanks out definitions no rule can see (`Facts.reduced`); whatever the mix
+    of definitions, the findings equal those of every rule on the whole module."""
+    # the tokens in a comment of their own, so that they do not mark `tf` as a token's binding
+    text = "import tensorflow as tf\n# " + TOKENS.split("#")[1] + "\n".join(statements)
+    assert lint_bytes("fuzz.py", text.encode(), RULES) == lint_module("fuzz.py", text, RULES)
 
 
 @FUZZ
@@ -229,12 +254,10 @@ def test_broken_configuration_is_one_clear_error(tmp_path, run_cli, table, messa
 
 def test_a_crashing_rule_means_exit_2_with_the_other_findings_kept(tmp_path, monkeypatch):
     from cliplint import cli
+    from cliplint.rules import Rule
 
-    class Boom:
+    class Boom(Rule):
         code, name, severity, tokens = "CL003", "per-tensor-clip-norm", "warning", (b"tf",)
-
-        def could_fire(self, facts):
-            return True
 
         def check(self, ctx):
             raise RuntimeError("rule bug")

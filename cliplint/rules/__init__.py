@@ -32,6 +32,9 @@ class Rule:
     summary: str = ""
     severity: str = "error"
     tokens: Tuple[bytes, ...] = ()
+    # Words that change the rule's result wherever they occur in the module (not only where it
+    # reports): definitions holding one are never left out of the parse (`Facts.reduced`).
+    context_tokens: Tuple[bytes, ...] = ()
     why: str = ""
     example: str = ""
     instead: str = ""

@@ -21,6 +21,7 @@ class RemovedNumericsCheck(Rule):
     summary = "`tf.add_check_numerics_ops()` in TF 2 code: gone, raises, or checks nothing."
     severity = "error"
     tokens = (b"add_check_numerics_ops",)
+    context_tokens = (b"disable_eager_execution", b"disable_v2_behavior", b"Session")  # see _graph_mode_module
     why = """
         `add_check_numerics_ops` adds a check to every op already in a TF 1 graph. In TF 2 it is
         gone from the top-level namespace (`AttributeError: module 'tensorflow' has no attribute

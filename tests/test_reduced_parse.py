@@ -1,0 +1,135 @@
+"""Definitions no rule can see are left out of the libcst parse (`Facts.reduced`); the findings
+must be exactly those of every rule on the whole module, however definitions refer to each other."""
+import textwrap
+
+import pytest
+
+from cliplint.analysis import lint_module
+from cliplint.engine import facts_of, lint_bytes
+from cliplint.rules import ALL_RULES
+
+RULES = list(ALL_RULES.values())
+WORDS = sorted({t.decode() for r in RULES for t in (*r.tokens, *r.context_tokens)})
+
+FILLER = '''
+def summarise(records):
+    """Ordinary project code: nothing any rule looks at."""
+    totals = {}
+    for record in records:
+        totals[record["name"]] = totals.get(record["name"], 0) + record["value"]
+    return totals
+'''
+
+
+def codes(source):
+    source = textwrap.dedent(source)
+    findings = lint_bytes("m.py", source.encode(), RULES)
+    assert findings == lint_module("m.py", source, RULES)
+    return [(f.line, f.code) for f in findings[0]]
+
+
+def blanked(source):
+    """The definitions the engine leaves out, by name."""
+    source = textwrap.dedent(source)
+    reduced, _ = facts_of(source).reduced(source, WORDS)
+    assert len(reduced.splitlines()) == len(source.splitlines()), "line numbers must not move"
+    return {line.split("(")[0][4:] for line in source.splitlines() if line.startswith("def ")} - \
+        {line.split("(")[0][4:] for line in reduced.splitlines() if line.startswith("def ")}
+
+
+def test_unrelated_definitions_are_left_out_and_findings_stay():
+    source = "import tensorflow as tf\n" + FILLER + '''
+def loss(logits, y):
+    probs = tf.nn.softmax(logits)
+    return -tf.reduce_sum(y * tf.math.log(probs))
+'''
+    assert blanked(source) == {"summarise"}
+    assert codes(source) == [(12, "CL004")]
+
+
+def test_a_definition_reading_a_module_binding_of_a_token_is_kept():
+    source = '''
+    import tensorflow as tf
+    probs = tf.nn.softmax(tf.ones([2, 3]))
+
+    def entropy():
+        return -tf.reduce_sum(probs * tf.math.log(probs))
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == [(6, "CL004")]
+
+
+def test_an_alias_of_a_token_taints_what_it_binds():
+    source = '''
+    import tensorflow as tf
+    sm = tf.nn.softmax
+    squash = sm
+
+    def log_probs(x):
+        return tf.math.log(squash(x))
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == [(7, "CL004")]
+
+
+def test_a_definition_named_by_a_kept_statement_is_kept():
+    source = '''
+    import tensorflow as tf
+
+    def build():
+        return tf.keras.Sequential([tf.keras.layers.Dense(3)])
+
+    model = build()
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == []
+
+
+def test_attribute_bindings_across_definitions_are_kept():
+    """`agent.actions` is bound in one function and read in another (dotted bindings are
+    module-wide): leaving `attach` out would hide that the gradients are w.r.t. a network output."""
+    source = '''
+    import tensorflow as tf
+
+    def attach(agent, net, states):
+        agent.actions = net(states)
+
+    def train(agent, q):
+        with tf.GradientTape() as tape:
+            value = q(agent.actions)
+        dqda = tape.gradient(value, agent.actions)
+        return [tf.clip_by_value(d, -1.0, 1.0) for d in dqda]
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == []
+
+
+def test_context_words_keep_a_definition_that_changes_another_rule():
+    """CL008 is silent in TF 1 graph modules: the definition that turns eager execution off
+    holds no token of any rule, but must be seen."""
+    source = '''
+    import tensorflow as tf
+
+    def graph_mode():
+        tf.compat.v1.disable_eager_execution()
+
+    check = tf.compat.v1.add_check_numerics_ops()
+    with tf.compat.v1.Session() as session:
+        session.run(check)
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == []
+
+
+@pytest.mark.parametrize("statement", ["import numpy as np", "global STEP"])
+def test_imports_and_global_declarations_keep_a_definition(statement):
+    source = f"import tensorflow as tf\n\ndef helper(x):\n    {statement}\n    return x\n"
+    assert blanked(source) == set()
+
+
+def test_comment_lines_of_a_left_out_definition_stay():
+    source = "import tensorflow as tf\n" + FILLER.replace("    totals = {}", "    # cliplint: noqa\n    totals = {}") + (
+        "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    assert blanked(source) == {"summarise"}
+    assert codes(source) == []  # the file-level noqa inside the left-out function still counts
