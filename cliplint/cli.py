@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
-from typing import List, Optional, Sequence
+from typing import List, NoReturn, Optional, Sequence
 
 import click
 
@@ -93,7 +93,19 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
     _emit(result, output_format, output_file, statistics, quiet, verify)
-    sys.exit(_exit_code(result, exit_zero, verify))
+    _finish(_exit_code(result, exit_zero, verify))
+
+
+def _finish(code: int) -> NoReturn:
+    """Exit without tearing the interpreter down: freeing libcst's hundreds of classes and the
+    parsed trees takes ~0.1 s, a fifth of a one-file run (mypy exits the same way). Everything
+    is written by now: the report, the cache, the verifier's worker and folder are closed."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `cliplint ... | head`: the reader has gone, as with any CLI
+        pass
+    os._exit(code)
 
 
 def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str]):
