@@ -4,7 +4,8 @@ An entry is keyed by the file's bytes, the display path (findings carry it), the
 for the file, and cliplint's own code (its version and a fingerprint of its source files), so
 an edit, a setting change or an upgrade can never return a stale result. Entries are written
 to a temporary file and renamed into place, so two runs sharing the cache never see half an
-entry; a corrupt or unreadable entry is a miss.
+entry; a corrupt or unreadable entry is a miss. A file with nothing to report has an empty
+entry: most files in a tree, read with one `stat`.
 """
 from __future__ import annotations
 
@@ -47,8 +48,11 @@ class Cache:
         return os.path.join(self.folder, key[:2], key[2:] + ".json")
 
     def get(self, key: str) -> Optional[Tuple[List[dict], bool]]:
+        path = self._path(key)
         try:
-            with open(self._path(key), encoding="utf-8") as handle:
+            if os.stat(path).st_size == 0:
+                return [], False  # most files: nothing found, an empty entry (no open, no JSON)
+            with open(path, encoding="utf-8") as handle:
                 entry = json.load(handle)
             return entry["findings"], entry["crashed"]
         except (OSError, ValueError, KeyError, TypeError):
@@ -61,7 +65,8 @@ class Cache:
             self._mark_folder()
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump({"findings": [asdict(f) for f in findings], "crashed": crashed}, out)
+                if findings or crashed:
+                    json.dump({"findings": [asdict(f) for f in findings], "crashed": crashed}, out)
             os.replace(temporary, path)
         except OSError:
             pass  # a read-only or full disk only costs the cache

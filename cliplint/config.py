@@ -156,6 +156,13 @@ def _matcher(patterns: Tuple[str, ...]):
     return matches
 
 
+@lru_cache(maxsize=64)
+def _selected_codes(select: Optional[FrozenSet[str]], extend_select: FrozenSet[str], ignore: FrozenSet[str]
+                    ) -> FrozenSet[str]:
+    """The codes enabled before per-file-ignores (asked once per file, so memoised)."""
+    return ((select if select is not None else frozenset(rule_codes()[0])) | extend_select) - ignore
+
+
 @dataclass(frozen=True)
 class Settings:
     root: str  # the folder patterns are relative to
@@ -180,8 +187,9 @@ class Settings:
         return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
     def enabled_codes(self, path: str) -> FrozenSet[str]:
-        codes = (self.select if self.select is not None else frozenset(rule_codes()[0])) | self.extend_select
-        codes -= self.ignore
+        codes = _selected_codes(self.select, self.extend_select, self.ignore)
+        if not self.per_file_ignores:
+            return codes
         relative = self.relative(path)
         for pattern, ignored in self.per_file_ignores:
             negated = pattern.startswith("!")

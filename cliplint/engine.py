@@ -264,8 +264,10 @@ class Target:
 def display_path(path: str) -> str:
     absolute = os.path.abspath(path)
     cwd = os.getcwd()
-    if absolute == cwd or absolute.startswith(cwd + os.sep):
-        return os.path.relpath(absolute, cwd).replace(os.sep, "/")
+    if absolute == cwd:
+        return "."
+    if absolute.startswith(cwd.rstrip(os.sep) + os.sep):  # both normalised: a slice is relpath
+        return absolute[len(cwd.rstrip(os.sep)) + 1:].replace(os.sep, "/")
     return path
 
 
@@ -307,7 +309,7 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
             if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
                 yield from _walk(path, config, ignore, top)
         elif entry.name.endswith(PYTHON_SUFFIXES) or settings.audits(path):
-            kind = "file" if os.path.exists(path) else "broken symlink"
+            kind = "file" if not entry.is_symlink() or os.path.exists(path) else "broken symlink"
             yield Target(path, display_path(path), config.for_path(path), kind)
 
 
@@ -364,9 +366,9 @@ def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     if target.kind != "file" or target.path.lower().endswith(".keras"):
         return None
     try:
-        if os.path.getsize(target.path) > target.settings.max_file_size:
-            return None
         with open(target.path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > target.settings.max_file_size:
+                return None
             data = handle.read()
     except OSError:
         return None

@@ -79,7 +79,7 @@ class Facts:
         self._value_bounds: List[Tuple[Optional[ast.AST], Optional[ast.AST]]] = []
         self._bindings: List[Tuple[str, ast.AST]] = []  # (name, value) for the numeric fixpoint
         # for `reduced`: what each top-level statement binds, reads and changes
-        self._body = tree.body if isinstance(tree, ast.Module) else []
+        self._body = tree.body
         self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)
         self._attribute_loads: List[Tuple[Position, str]] = []
         self._attribute_stores: List[Tuple[Position, str]] = []

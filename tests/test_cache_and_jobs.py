@@ -37,6 +37,14 @@ def test_second_run_is_served_from_the_cache(tmp_path, counted):
     assert second[0].probe == first[0].probe  # --verify still works on cached findings
 
 
+def test_a_clean_file_is_cached_as_an_empty_entry(tmp_path, counted):
+    (tmp_path / "clean.py").write_text(BAD.replace(", clipvalue=0.5", ""))
+    assert lint(tmp_path / "clean.py", tmp_path / "cache") == []
+    entries = [p for p in (tmp_path / "cache").rglob("*.json")]
+    assert len(entries) == 1 and entries[0].stat().st_size == 0
+    assert lint(tmp_path / "clean.py", tmp_path / "cache") == [] and len(counted) == 1
+
+
 def test_file_edit_invalidates(tmp_path, counted):
     path = tmp_path / "a.py"
     path.write_text(BAD)
