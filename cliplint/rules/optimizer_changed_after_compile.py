@@ -33,7 +33,7 @@ class OptimizerChangedAfterCompile(Rule):
     name = "optimizer-changed-after-compile"
     summary = "A clip option or the optimizer itself is changed after `model.compile`."
     severity = "error"
-    tokens = (b"compile", b"Callback")
+    tokens = (b"compile", b"Callback", b"callbacks")
     why = """
         `model.fit` traces the train step once and caches it on `model.train_function`. The
         optimizer's `clipnorm`, `clipvalue` and `global_clipnorm` are read by a Python `if` while
@@ -101,6 +101,10 @@ class OptimizerChangedAfterCompile(Rule):
         Invalid("import tensorflow as tf\nclass Clip(tf.keras.callbacks.Callback):\n"
                 "    def on_epoch_end(self, epoch, logs=None):\n"
                 "        if epoch == 5:\n            self.model.optimizer.clipnorm = 1.0\n", 5, "on_epoch_end", "error"),
+        # any Keras callback class, not only `Callback` itself
+        Invalid("from tensorflow import keras\nclass Stop(keras.callbacks.EarlyStopping):\n"
+                "    def on_epoch_end(self, epoch, logs=None):\n        self.model.optimizer = keras.optimizers.SGD(0.01)\n",
+                4, "on_epoch_end", "error"),
     ]
 
     def could_fire(self, facts) -> bool:
