@@ -2,8 +2,9 @@
 
     python bench/fuzz.py [--examples 5000] [--random]
 
-Every generated program is linted twice with every rule; a crash, a non-deterministic result or
-a finding outside the file fails the run and hypothesis prints the smallest input that does it.
+Every generated program is linted twice with every rule; a crash, a non-deterministic result,
+a finding outside the file, or a different result through the engine's prefilter, ast gate and
+reduced parse fails the run, and hypothesis prints the smallest input that does it.
 """
 from __future__ import annotations
 
@@ -27,6 +28,6 @@ if __name__ == "__main__":
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              "--hypothesis-show-statistics", str(ROOT / "tests" / "test_robustness.py"),
-                             "-k", "never"], cwd=ROOT, env=env)
-    print(f"{3 * args.examples} generated inputs in {time.perf_counter() - started:.0f} s")
+                             "-k", "never or changes_nothing"], cwd=ROOT, env=env)
+    print(f"{args.examples} generated inputs per property in {time.perf_counter() - started:.0f} s")
     sys.exit(result.returncode)
