@@ -75,7 +75,8 @@ def _kept(kind: type) -> bool:
     """Is a value of this type a node to index? (cached: isinstance on libcst's ABCs is slow)"""
     keep = _KEEP.get(kind)
     if keep is None:
-        keep = _KEEP[kind] = issubclass(kind, cst.CSTNode) and not issubclass(kind, _SKIPPED)
+        mro = kind.__mro__  # not issubclass: its first call per class walks libcst's ABC registry
+        keep = _KEEP[kind] = cst.CSTNode in mro and not any(skipped in mro for skipped in _SKIPPED)
     return keep
 
 
