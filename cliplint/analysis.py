@@ -17,7 +17,6 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
 from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppressed, ALL
-from .facts import statement_lines
 from .flow import Flow, children
 from .names import ImportTable
 
@@ -283,11 +282,8 @@ class Positions:
             self._generate(ctx.module, 0)
 
     def _statement_offsets(self, lines: Optional[List[int]]) -> Optional[Dict[cst.CSTNode, int]]:
-        if lines is None:
-            try:
-                lines = statement_lines(ast.parse(self.ctx.source))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                return None
+        if lines is None:  # CPython could not parse the text (the engine had no ast)
+            return None
         offsets, index = {}, 0
         for statement in self.ctx.module.body:
             if index >= len(lines):

@@ -156,6 +156,12 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
+    return lint_text(path, text, rules, shown)
+
+
+def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
+    """Python source (a file, or a notebook's cells as one program): the ast gate, the reduced
+    parse, then the rules."""
     facts = facts_of(text)
     rules = gate(facts, rules)
     if not rules:

@@ -13,8 +13,7 @@ import re
 from dataclasses import replace
 from typing import List, Optional, Sequence, Tuple
 
-from .analysis import lint_module
-from .engine import Finding, bad_input, decode_python
+from .engine import Finding, bad_input, decode_python, lint_text
 
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 _SHELL_ASSIGNMENT = re.compile(r"^(\s*[\w.\[\], ]+=\s*)[!%].*$")
@@ -110,7 +109,7 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tupl
         _, undecodable = decode_python(display, program.text.encode("utf-8"))
         if undecodable is not None:
             return [undecodable], False
-        findings, crashed = lint_module(path, program.text, rules, display)
+        findings, crashed = lint_text(path, program.text, rules, display)
         syntax = next((f for f in findings if f.code == "CL000" and f.message.startswith("syntax error")), None)
         if syntax is None:
             return broken + [program.to_cell(f) for f in findings], crashed

@@ -22,7 +22,9 @@ def test_positions_match_position_provider(source, wrong_lines):
     at once): the same spans as PositionProvider."""
     module = cst.parse_module(source)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = [line + 1 for line in statement_lines(ast.parse(source))] if wrong_lines else None
+    lines = statement_lines(ast.parse(source))
+    if wrong_lines:
+        lines = [line + 1 for line in lines]
     ctx = Context("x.py", source, module)
     mine = Positions(ctx, lines)
 
