@@ -11,12 +11,14 @@ import bisect
 import gc
 import re
 from contextlib import contextmanager
+from itertools import accumulate
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
 from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppressed, ALL
+from .facts import split_lines
 from .flow import Flow, children
 from .names import ImportTable
 
@@ -261,9 +263,6 @@ class _Offsets(CodegenState):
             self.spans[node] = (start, end)
 
 
-_NEWLINES = re.compile(r"\r\n?|\n")
-
-
 class Positions:
     """Node -> 1-based (line, column, end line, end column), generating only the code of the
     top-level statements that hold a finding.
@@ -276,7 +275,8 @@ class Positions:
     def __init__(self, ctx: Context, lines: Optional[List[int]] = None) -> None:
         self.ctx = ctx
         self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
-        self.line_starts = [0] + [m.end() for m in _NEWLINES.finditer(ctx.source)]
+        ends = accumulate(len(line) for line in split_lines(ctx.source) if line.endswith(("\n", "\r")))
+        self.line_starts = [0, *ends]
         self.offsets = self._statement_offsets(lines)
         if self.offsets is None:
             self._generate(ctx.module, 0)

@@ -58,7 +58,6 @@ class _Sorted:
 
 class Facts:
     def __init__(self, tree: ast.AST) -> None:
-        self.calls: Set[str] = set()
         self.words: Set[str] = set()  # every name, attribute and string constant
         self.stored_attributes: Set[str] = set()
         self.none_compare = False
@@ -66,9 +65,13 @@ class Facts:
         self.numeric: Set[str] = set()  # names bound to a numeric literal or arithmetic
         self.assigned: Dict[str, int] = {}
         self.compiled_optimizers: Set[str] = set()
-        self.clip_passed_on = False
-        self.clip_pair_named = False  # `x = tf.clip_by_global_norm(...)`
-        self.clip_renamed_pair = False  # clipped gradients bound to a new name (see clip_renamed)
+        # CL006: the (clipped, norm) pair of `tf.clip_by_global_norm` bound to one name, or the
+        # call passed straight on as an argument
+        self.clip_pair_kept_whole = False
+        # CL007: clipped gradients bound to a name other than the list clipped:
+        # `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
+        # `clipped = [tf.clip_by_norm(g, c) for g in grads]`
+        self.clip_renamed = False
         self._names: List[Tuple[Position, str]] = []
         self._callees: List[Tuple[Position, str]] = []
         self._functions: List[Tuple[str, ast.AST]] = []
@@ -92,6 +95,7 @@ class Facts:
         self.statement_lines = statement_lines(tree)
         self.names_at = _Sorted(self._names)
         self.callees_at = _Sorted(self._callees)
+        self.calls = set(self.callees_at.labels)  # every callee name
         self._resolve_numbers()
         self._gradient_names: Optional[Set[str]] = None
 
@@ -164,7 +168,6 @@ class Facts:
 
     def _see_call(self, node: ast.Call) -> None:
         name = _callee(node)
-        self.calls.add(name)
         self._callees.append((_start(node), name))
         keywords = {k.arg for k in node.keywords if k.arg}
         self.words |= keywords
@@ -186,7 +189,7 @@ class Facts:
         for keyword in node.keywords:
             if keyword.arg in CLIP_OPTIONS or keyword.arg == "clip_norm":
                 self._clip_args.append(keyword.value)
-        self.clip_passed_on |= any(isinstance(a, ast.Call) and _callee(a) == "clip_by_global_norm"
+        self.clip_pair_kept_whole |= any(isinstance(a, ast.Call) and _callee(a) == "clip_by_global_norm"
                                    for a in [*node.args, *(k.value for k in node.keywords)])
 
     def _see_assignment(self, node) -> None:
@@ -206,7 +209,7 @@ class Facts:
         """The shapes CL006 and CL007 look for (see `clip_pair_kept_whole`, `clip_renamed`)."""
         if isinstance(value, ast.Call) and _callee(value) == "clip_by_global_norm":
             if isinstance(target, ast.Name):
-                self.clip_pair_named = True
+                self.clip_pair_kept_whole = True
             elif isinstance(target, (ast.Tuple, ast.List)) and target.elts:
                 self._note_renamed(target.elts[0], _first_argument(value, "t_list"))
         elif isinstance(target, ast.Name) and isinstance(value, ast.Subscript) \
@@ -222,7 +225,7 @@ class Facts:
     def _note_renamed(self, clipped: ast.AST, source: Optional[ast.AST]) -> None:
         if isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
                 and source.id != clipped.id:
-            self.clip_renamed_pair = True
+            self.clip_renamed = True
 
     # --- derived facts ----------------------------------------------------------------------
 
@@ -252,8 +255,7 @@ class Facts:
             return set()
         producers = set(GRADIENT_CALLS)
         for name, function in self._functions:
-            first = function.decorator_list[0] if function.decorator_list else function
-            if not GRADIENT_CALLS.isdisjoint(self.callees_at.within(function, _start(first))):
+            if not GRADIENT_CALLS.isdisjoint(self.callees_at.within(function, (_first_line(function), 0))):
                 producers.add(name)
         flows = [(set(_target_names(target)), set(self.names_at.within(value)),
                   not producers.isdisjoint(self.callees_at.within(value)))
@@ -288,7 +290,7 @@ class Facts:
         body = self._body
         if not any(isinstance(statement, _DEFINITIONS) for statement in body):
             return text, self.statement_lines
-        lines = _split_lines(text)
+        lines = split_lines(text)
         at = {name: _Sorted(list(pairs)) for name, pairs in (
             ("stored", self._stored), ("imports", self._imports), ("scope", self._scope_changes),
             ("loads", self._attribute_loads), ("stores", self._attribute_stores))}
@@ -356,16 +358,6 @@ class Facts:
             low is not None and high is not None and _maybe_numeric(low, self.numeric)
             and _maybe_numeric(high, self.numeric) for low, high in self._value_bounds)
 
-    def clip_pair_kept_whole(self) -> bool:
-        """`x = tf.clip_by_global_norm(...)` to one name, or the call passed straight on."""
-        return self.clip_pair_named or self.clip_passed_on
-
-    def clip_renamed(self) -> bool:
-        """Clipped gradients bound to a name other than the list that was clipped:
-        `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
-        `clipped = [tf.clip_by_norm(g, c) for g in grads]`."""
-        return self.clip_renamed_pair
-
 
 _SEE = {
     ast.Call: Facts._see_call,
@@ -423,7 +415,7 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 
-def _split_lines(text: str) -> List[str]:
+def split_lines(text: str) -> List[str]:
     """Lines as CPython counts them (\\n, \\r\\n, \\r), ends kept; str.splitlines also
     splits on form feeds and other separators."""
     return _LINE.findall(text)

@@ -71,7 +71,7 @@ class ClipResultNotUnpacked(Rule):
     ]
 
     def could_fire(self, facts) -> bool:
-        return facts.clip_pair_kept_whole()
+        return facts.clip_pair_kept_whole
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

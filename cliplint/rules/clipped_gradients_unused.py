@@ -100,7 +100,7 @@ class ClippedGradientsUnused(Rule):
     ]
 
     def could_fire(self, facts) -> bool:
-        return facts.clip_renamed() and facts.has("apply_gradients", "apply")
+        return facts.clip_renamed and facts.has("apply_gradients", "apply")
 
     def check(self, ctx: Context) -> Iterator[Report]:
         applies = [c for c in ctx.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
