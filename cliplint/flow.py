@@ -18,10 +18,9 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-_SCOPES = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
-_SCOPE_TYPES = frozenset(_SCOPES)
-_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
+# Compared with type(), not isinstance: libcst's nodes are ABCs, and these tests run per name.
+_SCOPE_TYPES = frozenset((cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef))
+_COMPREHENSION_TYPES = frozenset((cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp))
 MAX_DEPTH = 8
 
 
@@ -221,7 +220,7 @@ class Flow:
         """A name bound by an enclosing comprehension, or by a lambda mapped over an iterable."""
         ctx = self.ctx
         for anc in ctx.ancestors(use):
-            kind = type(anc)  # not isinstance: libcst's nodes are ABCs, and this runs for every name
+            kind = type(anc)
             if kind in _COMPREHENSION_TYPES:
                 comp_for = anc.for_in
                 while comp_for is not None:
@@ -487,7 +486,7 @@ class Flow:
         owner = binding.owner
         if isinstance(owner, cst.For):
             return tests_none(owner.body, use.value)
-        if isinstance(owner, _COMPREHENSIONS):
+        if type(owner) in _COMPREHENSION_TYPES:
             comp_for = owner.for_in
             while comp_for is not None:
                 if any(tests_none(cond.test, use.value) for cond in comp_for.ifs):
