@@ -361,7 +361,8 @@ def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding
     from .cache import Cache
 
     findings, crashed = _lint_data(target.path, data, rules, shown)
-    Cache(target.cache).put(Cache(target.cache).key(data, shown, codes), findings, crashed)
+    cache = Cache(target.cache)
+    cache.put(cache.key(data, shown, codes), findings, crashed)
     return findings, crashed
 
 
@@ -379,7 +380,8 @@ def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     except OSError:
         return None
     codes = target.settings.enabled_codes(target.path)
-    hit = Cache(target.cache).get(Cache(target.cache).key(data, target.display, codes))
+    cache = Cache(target.cache)
+    hit = cache.get(cache.key(data, target.display, codes))
     if hit is None:
         return None
     return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
