@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cliplint.config import Config  # noqa: E402
+from cliplint.settings import Config  # noqa: E402
 from cliplint.engine import run  # noqa: E402
 from cliplint.verify import Session  # noqa: E402
 

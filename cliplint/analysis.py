@@ -17,7 +17,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
-from .engine import Finding, Report, bad_input, file_noqa, noqa_comments, suppressed, ALL
+from .findings import Finding, Report, bad_input, syntax_error
+from .suppress import ALL, file_noqa, noqa_comments, suppressed
 from .facts import split_lines
 from .flow import Flow, children
 from .names import ImportTable
@@ -149,11 +150,11 @@ def _syntax_error(path: str, text: str, err: cst.ParserSyntaxError) -> Finding:
         compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
     except SyntaxError as py_err:
         if py_err.lineno:
-            return bad_input(path, f"syntax error: {py_err.msg}", py_err.lineno, max(py_err.offset or 1, 1))
+            return syntax_error(path, py_err.msg, py_err.lineno, max(py_err.offset or 1, 1))
     except (RecursionError, MemoryError, ValueError):
         pass
     first = str(err.message).splitlines()[0] if err.message else "invalid syntax"
-    return bad_input(path, f"syntax error: {first}", err.editor_line, err.editor_column)
+    return syntax_error(path, first, err.editor_line, err.editor_column)
 
 
 _EXPECTS_ERROR = {"raises", "assertRaises", "assertRaisesRegex", "assertRaisesRegexp"}

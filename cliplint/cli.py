@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import os
 import sys
-import textwrap
 from typing import List, NoReturn, Optional, Sequence
 
 import click
 
 from . import __version__
-from .config import Config, ConfigError, Overrides
+from .settings import Config, ConfigError, Overrides
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -128,7 +127,7 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
     if statistics and output_format == "text":
         text = statistics_table(result.findings) + "\n" if result.findings else text
     if output_file:
-        from .engine import write_atomically
+        from .files import write_atomically
 
         write_atomically(output_file, text)
     else:
@@ -146,9 +145,10 @@ def _exit_code(result, exit_zero: bool, verified: bool) -> int:
 @main.command("rules")
 def list_rules() -> None:
     """List every rule with its code, name, severity and summary."""
-    from .rules import ALL_RULES, UNREADABLE
+    from .findings import UNREADABLE
+    from .rules import ALL_RULES
 
-    click.echo(f"{UNREADABLE[0]}  {UNREADABLE[1]:<34} error    {UNREADABLE[2]}")
+    click.echo(f"{UNREADABLE.code}  {UNREADABLE.name:<34} {UNREADABLE.severity:<8} {UNREADABLE.summary}")
     for code, rule in ALL_RULES.items():
         click.echo(f"{code}  {rule.name:<34} {rule.severity:<8} {rule.summary}")
 
@@ -157,8 +157,9 @@ def list_rules() -> None:
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print a rule's documentation (code or name): why it is bad, example, use instead."""
-    from .config import resolve_codes
-    from .rules import ALL_RULES, UNREADABLE
+    from .findings import UNREADABLE
+    from .rules import ALL_RULES
+    from .settings import resolve_codes
 
     try:
         codes = resolve_codes([rule], "explain")
@@ -166,13 +167,8 @@ def explain(rule: str) -> None:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
     for code in sorted(codes):
-        if code == UNREADABLE[0]:
-            click.echo(textwrap.dedent(f"""\
-                # {UNREADABLE[0]} {UNREADABLE[1]}
-
-                {UNREADABLE[2]} Reported with the location and the reason (syntax error,
-                undeclared encoding, binary or oversized file, unreadable path, a rule that crashed);
-                the other files are still linted."""))
+        if code == UNREADABLE.code:
+            click.echo(f"# {UNREADABLE.code} {UNREADABLE.name}\n\n{UNREADABLE.summary} {UNREADABLE.explanation}")
         else:
             click.echo(ALL_RULES[code].doc())
 

@@ -17,12 +17,12 @@ import re
 from collections import Counter
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-CLIP_OPTIONS = {"clipnorm", "clipvalue", "global_clipnorm"}
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
 Position = Tuple[int, int]
 
 
-def _callee(node: ast.Call) -> str:
+def callee(node: ast.Call) -> str:
+    """The last part of the called name: `clip_by_norm` for `tf.clip_by_norm(...)`."""
     func = node.func
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
@@ -35,7 +35,7 @@ def _end(node: ast.AST) -> Position:
     return node.end_lineno, node.end_col_offset
 
 
-def _first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
+def first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg == keyword), None)
@@ -60,27 +60,19 @@ class Facts:
     def __init__(self, tree: ast.AST) -> None:
         self.words: Set[str] = set()  # every name, attribute and string constant
         self.stored_attributes: Set[str] = set()
-        self.none_compare = False
-        self.nonpositive: Set[str] = set()  # names bound to a numeric literal <= 0 (or arithmetic)
-        self.numeric: Set[str] = set()  # names bound to a numeric literal or arithmetic
-        self.assigned: Dict[str, int] = {}
-        self.compiled_optimizers: Set[str] = set()
-        # CL006: the (clipped, norm) pair of `tf.clip_by_global_norm` bound to one name, or the
-        # call passed straight on as an argument
-        self.clip_pair_kept_whole = False
-        # CL007: clipped gradients bound to a name other than the list clipped:
-        # `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
-        # `clipped = [tf.clip_by_norm(g, c) for g in grads]`
-        self.clip_renamed = False
+        self.none_compare = False  # something is compared with None
+        self.assigned: Dict[str, int] = {}  # name -> how many assignments bind it
+        self.calls_by_name: Dict[str, List[ast.Call]] = {}  # callee (last part) -> its calls
+        self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword -> every value passed with it
+        self.argument_callees: Set[str] = set()  # callees whose call is passed straight to another call
+        self.assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
+        self.single_assignments: List[Tuple[ast.AST, ast.AST]] = []  # `target = value` with one target
+        self.iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
+        self.zipped_first: List[ast.AST] = []  # first list of every zip(a, b, ...)
+        self.bindings: List[Tuple[str, ast.AST]] = []  # (name, value): assignments and parameter defaults
         self._names: List[Tuple[Position, str]] = []
         self._callees: List[Tuple[Position, str]] = []
         self._functions: List[Tuple[str, ast.AST]] = []
-        self._assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
-        self._iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
-        self._zipped_first: List[ast.AST] = []  # first list of every zip(a, b, ...)
-        self._clip_args: List[ast.AST] = []
-        self._value_bounds: List[Tuple[Optional[ast.AST], Optional[ast.AST]]] = []
-        self._bindings: List[Tuple[str, ast.AST]] = []  # (name, value) for the numeric fixpoint
         # for `reduced`: what each top-level statement binds, reads and changes
         self._body = tree.body
         self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)
@@ -88,7 +80,7 @@ class Facts:
         self._attribute_stores: List[Tuple[Position, str]] = []
         self._imports: List[Tuple[Position, str]] = []  # names imports bind
         self._scope_changes: List[Tuple[Position, str]] = []  # import, global, nonlocal
-        for node in _walk(tree):
+        for node in walk(tree):
             see = _SEE.get(type(node))
             if see is not None:
                 see(self, node)
@@ -96,7 +88,6 @@ class Facts:
         self.names_at = _Sorted(self._names)
         self.callees_at = _Sorted(self._callees)
         self.calls = set(self.callees_at.labels)  # every callee name
-        self._resolve_numbers()
         self._gradient_names: Optional[Set[str]] = None
 
     @staticmethod
@@ -146,8 +137,8 @@ class Facts:
         self.none_compare |= any(isinstance(o, ast.Constant) and o.value is None for o in operands)
 
     def _see_loop(self, node) -> None:
-        self._iterables.append(node.iter)
-        self._assignments.append((node.target, node.iter))
+        self.iterables.append(node.iter)
+        self.assignments.append((node.target, node.iter))
 
     def _see_function(self, node) -> None:
         self._functions.append((node.name, node))
@@ -155,10 +146,10 @@ class Facts:
         arguments = node.args
         params = [*arguments.posonlyargs, *arguments.args]
         for param, default in zip(params[len(params) - len(arguments.defaults):], arguments.defaults):
-            self._bindings.append((param.arg, default))
+            self.bindings.append((param.arg, default))
         for param, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
             if default is not None:
-                self._bindings.append((param.arg, default))
+                self.bindings.append((param.arg, default))
 
     def _see_alias(self, node: ast.alias) -> None:
         self.words.add(node.name.rsplit(".", 1)[-1])
@@ -167,30 +158,20 @@ class Facts:
         self.words.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
 
     def _see_call(self, node: ast.Call) -> None:
-        name = _callee(node)
+        name = callee(node)
         self._callees.append((_start(node), name))
-        keywords = {k.arg for k in node.keywords if k.arg}
-        self.words |= keywords
-        if name == "compile":
-            optimizer = next((k.value for k in node.keywords if k.arg == "optimizer"), node.args[0] if node.args else None)
-            if isinstance(optimizer, ast.Name):
-                self.compiled_optimizers.add(optimizer.id)
-        elif name == "map":
-            self._iterables.extend(node.args)
-        elif name == "zip" and len(node.args) > 1:
-            self._zipped_first.append(node.args[0])
-        elif name in ("clip_by_norm", "clip_by_global_norm"):
-            self._clip_args.extend(node.args[1:2])
-        elif name == "clip_by_value":
-            bounds = {k.arg: k.value for k in node.keywords}
-            low = node.args[1] if len(node.args) > 1 else bounds.get("clip_value_min")
-            high = node.args[2] if len(node.args) > 2 else bounds.get("clip_value_max")
-            self._value_bounds.append((low, high))
+        self.calls_by_name.setdefault(name, []).append(node)
         for keyword in node.keywords:
-            if keyword.arg in CLIP_OPTIONS or keyword.arg == "clip_norm":
-                self._clip_args.append(keyword.value)
-        self.clip_pair_kept_whole |= any(isinstance(a, ast.Call) and _callee(a) == "clip_by_global_norm"
-                                   for a in [*node.args, *(k.value for k in node.keywords)])
+            if keyword.arg:
+                self.words.add(keyword.arg)
+                self.keyword_values.setdefault(keyword.arg, []).append(keyword.value)
+        for argument in (*node.args, *(k.value for k in node.keywords)):
+            if isinstance(argument, ast.Call):
+                self.argument_callees.add(callee(argument))
+        if name == "map":
+            self.iterables.extend(node.args)
+        elif name == "zip" and len(node.args) > 1:
+            self.zipped_first.append(node.args[0])
 
     def _see_assignment(self, node) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -198,49 +179,14 @@ class Facts:
         if value is None:
             return
         for target in targets:
-            self._assignments.append((target, value))
-            for name in _target_names(target):
+            self.assignments.append((target, value))
+            for name in target_names(target):
                 self.assigned[name] = self.assigned.get(name, 0) + 1
-                self._bindings.append((name, value))
+                self.bindings.append((name, value))
         if len(targets) == 1:
-            self._see_clip_assignment(targets[0], value)
-
-    def _see_clip_assignment(self, target: ast.AST, value: ast.AST) -> None:
-        """The shapes CL006 and CL007 look for (see `clip_pair_kept_whole`, `clip_renamed`)."""
-        if isinstance(value, ast.Call) and _callee(value) == "clip_by_global_norm":
-            if isinstance(target, ast.Name):
-                self.clip_pair_kept_whole = True
-            elif isinstance(target, (ast.Tuple, ast.List)) and target.elts:
-                self._note_renamed(target.elts[0], _first_argument(value, "t_list"))
-        elif isinstance(target, ast.Name) and isinstance(value, ast.Subscript) \
-                and isinstance(value.value, ast.Call) and _callee(value.value) == "clip_by_global_norm":
-            self._note_renamed(target, _first_argument(value.value, "t_list"))
-        elif isinstance(target, ast.Name) and isinstance(value, (ast.ListComp, ast.GeneratorExp)) \
-                and any(isinstance(n, ast.Call) and _callee(n) == "clip_by_norm" for n in _walk(value.elt)):
-            iterable = value.generators[0].iter
-            if isinstance(iterable, ast.Call) and _callee(iterable) == "zip" and iterable.args:
-                iterable = iterable.args[0]
-            self._note_renamed(target, iterable)
-
-    def _note_renamed(self, clipped: ast.AST, source: Optional[ast.AST]) -> None:
-        if isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
-                and source.id != clipped.id:
-            self.clip_renamed = True
+            self.single_assignments.append((targets[0], value))
 
     # --- derived facts ----------------------------------------------------------------------
-
-    def _resolve_numbers(self) -> None:
-        """Names that may hold a number (through other names), and those that may hold one <= 0."""
-        changed = True
-        while changed:
-            changed = False
-            for name, value in self._bindings:
-                if name not in self.numeric and _maybe_numeric(value, self.numeric):
-                    self.numeric.add(name)
-                    changed = True
-                if name not in self.nonpositive and _maybe_nonpositive(value, self.nonpositive):
-                    self.nonpositive.add(name)
-                    changed = True
 
     @property
     def gradient_names(self) -> Set[str]:
@@ -257,9 +203,9 @@ class Facts:
         for name, function in self._functions:
             if not GRADIENT_CALLS.isdisjoint(self.callees_at.within(function, (_first_line(function), 0))):
                 producers.add(name)
-        flows = [(set(_target_names(target)), set(self.names_at.within(value)),
+        flows = [(set(target_names(target)), set(self.names_at.within(value)),
                   not producers.isdisjoint(self.callees_at.within(value)))
-                 for target, value in self._assignments]
+                 for target, value in self.assignments]
         names: Set[str] = set()
         changed = True
         while changed:
@@ -270,7 +216,8 @@ class Facts:
                     changed = True
         return names
 
-    def _carries_gradients(self, node: ast.AST) -> bool:
+    def carries_gradients(self, node: ast.AST) -> bool:
+        """Does `node` use a name that may hold gradients, or call a gradient function?"""
         return not self.gradient_names.isdisjoint(self.names_at.within(node)) \
             or not GRADIENT_CALLS.isdisjoint(self.callees_at.within(node))
 
@@ -339,24 +286,9 @@ class Facts:
     def has(self, *words: str) -> bool:
         return any(word in self.words for word in words)
 
-    def rebinds_compiled_optimizer(self) -> bool:
-        return any(self.assigned.get(name, 0) > 1 for name in self.compiled_optimizers)
-
     def iterates_gradients(self) -> bool:
         """Is a value that may hold gradients looped over (for, comprehension, map)?"""
-        return bool(self.calls & GRADIENT_CALLS) and any(self._carries_gradients(i) for i in self._iterables)
-
-    def zips_gradients_with_none_test(self) -> bool:
-        """`zip(grads, ...)` of a value that may hold gradients, in a module that tests for None
-        (the only way a gradient or variable list gets filtered)."""
-        return self.none_compare and bool(self.calls & GRADIENT_CALLS) \
-            and any(self._carries_gradients(first) for first in self._zipped_first)
-
-    def invalid_threshold(self) -> bool:
-        """A clip threshold that may be a constant <= 0, or clip_by_value bounds that may both be constants."""
-        return any(_maybe_nonpositive(arg, self.nonpositive) for arg in self._clip_args) or any(
-            low is not None and high is not None and _maybe_numeric(low, self.numeric)
-            and _maybe_numeric(high, self.numeric) for low, high in self._value_bounds)
+        return bool(self.calls & GRADIENT_CALLS) and any(self.carries_gradients(i) for i in self.iterables)
 
 
 _SEE = {
@@ -429,7 +361,7 @@ def _first_line(statement: ast.stmt) -> int:
 _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def _walk(root: ast.AST) -> Iterator[ast.AST]:
+def walk(root: ast.AST) -> Iterator[ast.AST]:
     """Every node, like `ast.walk` at about half its cost: no expression contexts, no field
     introspection per node (the fields of each node type are looked up once)."""
     todo = [root]
@@ -455,37 +387,7 @@ def statement_lines(tree: ast.Module) -> List[int]:
     return [_first_line(statement) for statement in tree.body]
 
 
-def _target_names(target: ast.AST) -> List[str]:
+def target_names(target: ast.AST) -> List[str]:
     if isinstance(target, ast.Name):
         return [target.id]
-    return [n.id for n in _walk(target) if isinstance(n, ast.Name)]
-
-
-def _numeric(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-    if isinstance(node, ast.UnaryOp):
-        return _numeric(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _numeric(node.left) or _numeric(node.right)
-    return False
-
-
-def _maybe_numeric(node: ast.AST, names: Set[str]) -> bool:
-    if isinstance(node, ast.Name):
-        return node.id in names
-    if isinstance(node, ast.UnaryOp):
-        return _maybe_numeric(node.operand, names)
-    if isinstance(node, ast.BinOp):
-        return _maybe_numeric(node.left, names) or _maybe_numeric(node.right, names)
-    return _numeric(node)
-
-
-def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) and node.value <= 0
-    if isinstance(node, ast.UnaryOp):
-        return isinstance(node.op, ast.USub) or _maybe_nonpositive(node.operand, names)
-    if isinstance(node, ast.BinOp):
-        return True
-    return isinstance(node, ast.Name) and node.id in names
+    return [n.id for n in walk(target) if isinstance(n, ast.Name)]

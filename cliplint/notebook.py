@@ -13,7 +13,9 @@ import re
 from dataclasses import replace
 from typing import List, Optional, Sequence, Tuple
 
-from .engine import Finding, bad_input, decode_python, lint_text
+from .files import decode_python
+from .findings import Finding, bad_input, is_syntax_error
+from .lint import lint_text
 
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 _SHELL_ASSIGNMENT = re.compile(r"^(\s*[\w.\[\], ]+=\s*)[!%].*$")
@@ -110,7 +112,7 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tupl
         if undecodable is not None:
             return [undecodable], False
         findings, crashed = lint_text(path, program.text, rules, display)
-        syntax = next((f for f in findings if f.code == "CL000" and f.message.startswith("syntax error")), None)
+        syntax = next((f for f in findings if is_syntax_error(f)), None)
         if syntax is None:
             return broken + [program.to_cell(f) for f in findings], crashed
         # Report the broken cell, then lint the others without it.

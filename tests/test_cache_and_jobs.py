@@ -5,7 +5,7 @@ import pytest
 
 from cliplint import cache as cache_module
 from cliplint import engine
-from cliplint.config import Config, Overrides
+from cliplint.settings import Config, Overrides
 
 BAD = "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cliplint.config import Config
+from cliplint.settings import Config
 from cliplint.engine import run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cliplint.engine import Finding
+from cliplint.findings import Finding
 from cliplint.report import RunInfo
 from cliplint.report.ci import github
 

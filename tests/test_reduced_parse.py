@@ -5,7 +5,7 @@ import textwrap
 import pytest
 
 from cliplint.analysis import lint_module
-from cliplint.engine import facts_of, lint_bytes
+from cliplint.lint import facts_of, lint_bytes
 from cliplint.rules import ALL_RULES
 
 RULES = list(ALL_RULES.values())

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cliplint import engine
+from cliplint import discovery, engine, lint
 from cliplint.analysis import lint_module
-from cliplint.config import Config
-from cliplint.engine import lint_bytes
+from cliplint.lint import lint_bytes
+from cliplint.settings import Config
 from cliplint.rules import ALL_RULES
 
 RULES = list(ALL_RULES.values())
@@ -94,8 +94,8 @@ def test_valid_training_statement_mixes_never_crash_a_rule(lines):
     The ast gate must not change the result."""
     text = TOKENS + "".join(line + "\n" for line in lines)
     findings = lint_twice(text)
-    facts = engine.facts_of(text)
-    gated, _ = lint_module("fuzz.py", text, engine.gate(facts, RULES), lines=facts and facts.statement_lines)
+    facts = lint.facts_of(text)
+    gated, _ = lint_module("fuzz.py", text, lint.gate(facts, RULES), lines=facts and facts.statement_lines)
     assert gated == findings
 
 
@@ -217,7 +217,7 @@ def test_unreadable_file_and_folder(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied")
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(engine.os, "scandir", scandir)
+    monkeypatch.setattr(discovery.os, "scandir", scandir)
     monkeypatch.setattr("builtins.open", opener)
     result = engine.run([str(tmp_path)], Config(isolated=True))
     by_name = {Path(f.path).name: f for f in result.findings}
@@ -229,7 +229,7 @@ def test_unreadable_file_and_folder(tmp_path, monkeypatch):
 def test_a_path_that_vanishes_during_the_run(tmp_path):
     path = tmp_path / "gone.py"
     path.write_text("import tensorflow as tf\n" + CONFLICT + "\n")
-    targets = list(engine.discover([str(tmp_path)], Config(isolated=True)))
+    targets = list(discovery.discover([str(tmp_path)], Config(isolated=True)))
     path.unlink()
     findings, crashed = engine.lint_target(targets[0])
     assert not crashed and findings[0].code == "CL000" and "No such file" in findings[0].message

@@ -47,16 +47,19 @@ def test_every_invalid_example_contains_a_prefilter_token(code, rule):
 
 
 def test_catalogue_matches_the_rule_classes():
-    from cliplint.config import CATALOGUE
-    from cliplint.rules import UNREADABLE
+    """Regenerate with `python -m cliplint.docs` when this fails."""
+    from cliplint import catalogue
+    from cliplint.findings import UNREADABLE
 
-    assert CATALOGUE == {UNREADABLE[0]: UNREADABLE[1], **{code: rule.name for code, rule in ALL_RULES.items()}}
+    assert catalogue.codes() == {UNREADABLE.code: UNREADABLE.name, **{code: rule.name for code, rule in ALL_RULES.items()}}
+    assert catalogue.GENERATED == {code: (rule.name, type(rule).__module__.rsplit(".", 1)[-1])
+                                   for code, rule in ALL_RULES.items()}
 
 
 @pytest.mark.parametrize("rule,case", INVALID)
 def test_the_ast_gate_never_skips_an_invalid_example(rule, case):
     """`Rule.could_fire` may over-approximate but must say yes wherever the rule reports."""
-    from cliplint.engine import facts_of, gate
+    from cliplint.lint import facts_of, gate
 
     assert rule in gate(facts_of(textwrap.dedent(case.source)), [rule])
 
@@ -78,6 +81,6 @@ def _every_known_program():
 def test_gate_and_reduced_parse_change_no_result(source):
     """Every fixture and example: the engine (prefilter, ast gate, definitions no rule can see
     left out of the parse) finds exactly what every rule finds on the whole module."""
-    from cliplint.engine import lint_bytes
+    from cliplint.lint import lint_bytes
 
     assert lint_bytes("program.py", source.encode(), ALL) == lint_module("program.py", source, ALL)

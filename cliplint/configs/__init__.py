@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Iterator, List, Optional, Tuple
 
-from ..engine import Finding, file_noqa, noqa_lines, suppressed
+from ..findings import Finding
+from ..suppress import file_noqa, noqa_lines, suppressed
 from .readers import Tree, read_json, read_keras, read_toml, read_yaml
 
 CLIP_KEYS = ("clipnorm", "clipvalue", "global_clipnorm")

@@ -11,7 +11,7 @@ from typing import Dict, Optional, Tuple
 
 import yaml
 
-from ..engine import Finding, bad_input
+from ..findings import Finding, bad_input
 
 try:
     import tomllib

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
-from ..engine import Finding
+from ..findings import Finding
 from . import machine, text
 
 Formatter = Callable[[List[Finding], "RunInfo"], str]

@@ -11,16 +11,16 @@ from typing import Dict, List
 from urllib.parse import quote
 
 from .. import __version__
-from ..engine import Finding
+from ..findings import UNREADABLE, Finding
 from .machine import RULES_URL
 
 INFORMATION_URI = "https://github.com/cliplint/cliplint"
 
 
 def _rules():
-    from ..rules import ALL_RULES, UNREADABLE
+    from ..rules import ALL_RULES
 
-    described = {UNREADABLE[0]: (UNREADABLE[1], UNREADABLE[2], UNREADABLE[2], "error")}
+    described = {UNREADABLE.code: (UNREADABLE.name, UNREADABLE.summary, UNREADABLE.summary, UNREADABLE.severity)}
     for code, rule in ALL_RULES.items():
         described[code] = (rule.name, rule.summary, textwrap.dedent(rule.why).strip(), rule.severity)
     return described, ALL_RULES

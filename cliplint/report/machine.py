@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from typing import List
 
-from ..engine import Finding
+from ..findings import Finding
 
 RULES_URL = "https://github.com/cliplint/cliplint/blob/main/rules/{code}.md"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import List
 
-from ..engine import Finding
+from ..findings import Finding
 
 _RESET, _BOLD, _RED, _YELLOW, _CYAN, _DIM = "\x1b[0m", "\x1b[1m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[2m"
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Rule:
     VALID: List[str] = []
     INVALID: List[Invalid] = []
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         """From `facts.Facts` (CPython's ast): can this rule fire in the module at all? Must never
         say no where `check` would report (over-approximate)."""
         return True
@@ -92,5 +93,3 @@ def _discover() -> Dict[str, Rule]:
 
 
 ALL_RULES: Dict[str, Rule] = _discover()
-# CL000 is not a rule class: the engine emits it for unreadable files and crashed rules.
-UNREADABLE = ("CL000", "unreadable-file", "The file could not be read, decoded or parsed.")

@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
+import ast
+
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts, callee
+from ..findings import Report
 from ..flow import APPLY_METHODS, arg, origin_name
 from . import Invalid, Rule
 
@@ -70,8 +73,11 @@ class ClipResultNotUnpacked(Rule):
                 "capped = [g * 0.5 for g in clipped]\n", 2),
     ]
 
-    def could_fire(self, facts) -> bool:
-        return facts.clip_pair_kept_whole
+    def could_fire(self, facts: Facts) -> bool:
+        """The (clipped, norm) pair bound to one name, or passed straight on as an argument."""
+        return "clip_by_global_norm" in facts.argument_callees or any(
+            isinstance(target, ast.Name) and isinstance(value, ast.Call) and callee(value) == "clip_by_global_norm"
+            for target, value in facts.single_assignments)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

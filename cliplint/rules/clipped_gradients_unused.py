@@ -3,12 +3,40 @@ from __future__ import annotations
 
 from typing import Iterator, List, Optional, Tuple
 
+import ast
+
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts, callee, first_argument
+from ..facts import walk as ast_walk
+from ..findings import Report
 from ..flow import APPLY_METHODS, arg, probe_roles, reaches_apply, target_names, walk
 from . import Invalid, Rule
+
+
+def _ast_clipping(target: ast.AST, value: ast.AST) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
+    """(clipped, clipped from) in CPython's ast for the shapes `_clipping` looks for:
+    `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
+    `clipped = [tf.clip_by_norm(g, c) for g in grads]`; (None, None) for anything else."""
+    if isinstance(value, ast.Call) and callee(value) == "clip_by_global_norm" \
+            and isinstance(target, (ast.Tuple, ast.List)) and target.elts:
+        return target.elts[0], first_argument(value, "t_list")
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) \
+            and callee(value.value) == "clip_by_global_norm":
+        return target, first_argument(value.value, "t_list")
+    if isinstance(value, (ast.ListComp, ast.GeneratorExp)) \
+            and any(isinstance(n, ast.Call) and callee(n) == "clip_by_norm" for n in ast_walk(value.elt)):
+        iterable = value.generators[0].iter
+        if isinstance(iterable, ast.Call) and callee(iterable) == "zip" and iterable.args:
+            iterable = iterable.args[0]
+        return target, iterable
+    return None, None
+
+
+def _renamed(clipped: Optional[ast.AST], source: Optional[ast.AST]) -> bool:
+    return isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
+        and source.id != clipped.id
 
 
 def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, cst.CSTNode]]:
@@ -99,8 +127,9 @@ class ClippedGradientsUnused(Rule):
                 "train_op = opt.apply_gradients(zip(grads, params))\n", 4),
     ]
 
-    def could_fire(self, facts) -> bool:
-        return facts.clip_renamed and facts.has("apply_gradients", "apply")
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("apply_gradients", "apply") and any(
+            _renamed(*_ast_clipping(target, value)) for target, value in facts.single_assignments)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         applies = [c for c in ctx.nodes(cst.Call) if isinstance(c.func, cst.Attribute)

@@ -6,7 +6,8 @@ from typing import Dict, Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import UNKNOWN, arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
 from . import Invalid, Rule
@@ -105,7 +106,7 @@ class ConflictingClipOptions(Rule):
                 3, "never raises"),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         return len(facts.words & CLIP_WORDS) > 1
 
     def check(self, ctx: Context) -> Iterator[Report]:

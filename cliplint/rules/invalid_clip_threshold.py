@@ -1,12 +1,14 @@
 """CL009 invalid-clip-threshold."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+import ast
+from typing import Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import UNKNOWN, arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule
@@ -15,6 +17,60 @@ from . import Invalid, Rule
 def _number(ctx: Context, expr) -> Optional[float]:
     value = ctx.flow.constant(expr)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not UNKNOWN else None
+
+
+def _value_bounds(call: ast.Call) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
+    bounds = {k.arg: k.value for k in call.keywords}
+    low = call.args[1] if len(call.args) > 1 else bounds.get("clip_value_min")
+    high = call.args[2] if len(call.args) > 2 else bounds.get("clip_value_max")
+    return low, high
+
+
+def _numeric_names(bindings: List[Tuple[str, ast.AST]]) -> Tuple[Set[str], Set[str]]:
+    """Names that may hold a number (through other names), and those that may hold one <= 0."""
+    numeric: Set[str] = set()
+    nonpositive: Set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, value in bindings:
+            if name not in numeric and _maybe_numeric(value, numeric):
+                numeric.add(name)
+                changed = True
+            if name not in nonpositive and _maybe_nonpositive(value, nonpositive):
+                nonpositive.add(name)
+                changed = True
+    return numeric, nonpositive
+
+
+def _numeric(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _numeric(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _numeric(node.left) or _numeric(node.right)
+    return False
+
+
+def _maybe_numeric(node: ast.AST, names: Set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.UnaryOp):
+        return _maybe_numeric(node.operand, names)
+    if isinstance(node, ast.BinOp):
+        return _maybe_numeric(node.left, names) or _maybe_numeric(node.right, names)
+    return _numeric(node)
+
+
+def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) and node.value <= 0
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, ast.USub) or _maybe_nonpositive(node.operand, names)
+    if isinstance(node, ast.BinOp):
+        return True
+    return isinstance(node, ast.Name) and node.id in names
 
 
 class InvalidClipThreshold(Rule):
@@ -59,8 +115,15 @@ class InvalidClipThreshold(Rule):
         Invalid("import tensorflow as tf\ng = tf.clip_by_value(g, clip_value_min=2 * 0.5, clip_value_max=0.5)\n", 2),
     ]
 
-    def could_fire(self, facts) -> bool:
-        return facts.invalid_threshold()
+    def could_fire(self, facts: Facts) -> bool:
+        """A clip threshold that may be a constant <= 0, or clip_by_value bounds that may both be constants."""
+        numeric, nonpositive = _numeric_names(facts.bindings)
+        thresholds = [call.args[1] for name in ("clip_by_norm", "clip_by_global_norm")
+                      for call in facts.calls_by_name.get(name, ()) if len(call.args) > 1]
+        thresholds += [value for keyword in (*CLIP_OPTIONS, "clip_norm") for value in facts.keyword_values.get(keyword, ())]
+        return any(_maybe_nonpositive(threshold, nonpositive) for threshold in thresholds) or any(
+            low is not None and high is not None and _maybe_numeric(low, numeric) and _maybe_numeric(high, numeric)
+            for low, high in map(_value_bounds, facts.calls_by_name.get("clip_by_value", ())))
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

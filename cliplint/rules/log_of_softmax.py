@@ -6,7 +6,8 @@ from typing import Iterator
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import SIGMOID, SOFTMAX, Source, arg
 from . import Invalid, Rule
 
@@ -74,7 +75,7 @@ class LogOfSoftmax(Rule):
         Invalid("import keras\nfrom keras import ops\nlp = ops.log(keras.activations.softmax(x))\n", 3),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         return facts.has("log") and facts.has("softmax", "sigmoid", "Softmax")
 
     def check(self, ctx: Context) -> Iterator[Report]:

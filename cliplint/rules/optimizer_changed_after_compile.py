@@ -1,16 +1,27 @@
 """CL002 optimizer-changed-after-compile."""
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 from typing import Iterator, List
 
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule
+
+
+def _rebinds_compiled_optimizer(facts: Facts) -> bool:
+    """A name passed to `compile(optimizer=...)` (or first) and assigned more than once."""
+    for call in facts.calls_by_name.get("compile", ()):
+        optimizer = next((k.value for k in call.keywords if k.arg == "optimizer"), call.args[0] if call.args else None)
+        if isinstance(optimizer, ast.Name) and facts.assigned.get(optimizer.id, 0) > 1:
+            return True
+    return False
 
 TRAINING = ("fit", "train_on_batch", "fit_generator")
 BATCH_HOOKS = ("on_epoch_begin", "on_epoch_end", "on_batch_begin", "on_batch_end",
@@ -107,8 +118,9 @@ class OptimizerChangedAfterCompile(Rule):
                 4, "on_epoch_end", "error"),
     ]
 
-    def could_fire(self, facts) -> bool:
-        return bool(facts.stored_attributes & {"clipnorm", "clipvalue", "global_clipnorm", "optimizer"}) or (facts.has("compile") and (facts.has("setattr") or facts.rebinds_compiled_optimizer()))
+    def could_fire(self, facts: Facts) -> bool:
+        return bool(facts.stored_attributes & {*CLIP_OPTIONS, "optimizer"}) or (
+            facts.has("compile") and (facts.has("setattr") or _rebinds_compiled_optimizer(facts)))
 
     def check(self, ctx: Context) -> Iterator[Report]:
         by_scope = {}
@@ -203,7 +215,7 @@ class OptimizerChangedAfterCompile(Rule):
             return Report(change.node, (
                 f"`{change.optimizer}` is rebound to a new optimizer after `{model}.compile(...)` received "
                 f"the old one: the model never sees the new object, so its settings never apply. "
-                f"Pass it to `{model}.compile(optimizer=...)` again."), "error", probe)
+                f"Pass it to `{model}.compile(optimizer=...)` again."), severity="error", probe=probe)
         what = f"`{change.option}`" if change.change == "option" else f"`{model}.optimizer`"
         if trained or in_loop:
             effect = ("the traced train function keeps the old optimizer (the new one's `iterations` "
@@ -212,11 +224,11 @@ class OptimizerChangedAfterCompile(Rule):
             return Report(change.node, (
                 f"{what} is changed after `{model}.fit(...)` already ran: {effect}, so the change is "
                 f"silently ignored in Keras 3 and tf-keras. Set it in the optimizer's constructor, or "
-                f"call `{model}.compile(...)` again after the change."), "error", probe)
+                f"call `{model}.compile(...)` again after the change."), severity="error", probe=probe)
         return Report(change.node, (
             f"{what} is changed after `{model}.compile(...)`: it takes effect only because no training "
             f"step has run yet; the same line after a `fit` is silently ignored. Set it in the "
-            f"optimizer's constructor."), "warning", probe)
+            f"optimizer's constructor."), severity="warning", probe=probe)
 
     # --- callbacks ----------------------------------------------------------------------
 
@@ -246,6 +258,6 @@ class OptimizerChangedAfterCompile(Rule):
             yield Report(assign, (
                 f"changing {what} in `{method.name.value}` is silently ignored: the train function was "
                 f"traced at the first step with the old setting. Set it before training (constructor or "
-                f"`on_train_begin`), or recompile."), "error",
-                {"kind": "callback", "trained_before": True, "option": target.attr.value,
+                f"`on_train_begin`), or recompile."), severity="error",
+                probe={"kind": "callback", "trained_before": True, "option": target.attr.value,
                  "change": ctx.flow.snippet(assign)})

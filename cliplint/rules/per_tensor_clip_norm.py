@@ -6,7 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import appended_lists, arg, loop_node, probe_roles, reaches_apply
 from . import Invalid, Rule
 
@@ -111,7 +112,7 @@ class PerTensorClipNorm(Rule):
                 "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         return facts.has("clip_by_norm") and facts.iterates_gradients()
 
     def check(self, ctx: Context) -> Iterator[Report]:

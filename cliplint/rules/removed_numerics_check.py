@@ -6,7 +6,8 @@ from typing import Iterator
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..names import dotted_name
 from . import Invalid, Rule
 
@@ -63,7 +64,7 @@ class RemovedNumericsCheck(Rule):
         Invalid("from tensorflow.compat import v1\nv1.add_check_numerics_ops()\n", 2),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         return facts.has("add_check_numerics_ops")
 
     def check(self, ctx: Context) -> Iterator[Report]:

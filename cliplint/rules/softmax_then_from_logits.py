@@ -6,7 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import Facts
+from ..findings import Report
 from ..flow import arg, walk
 from . import Invalid, Rule
 
@@ -89,7 +90,7 @@ class SoftmaxThenFromLogits(Rule):
                 "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         return (facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)) and facts.has("softmax", "sigmoid", "Softmax")
 
     def check(self, ctx: Context) -> Iterator[Report]:

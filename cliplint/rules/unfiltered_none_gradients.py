@@ -6,9 +6,17 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..engine import Report
+from ..facts import GRADIENT_CALLS, Facts
+from ..findings import Report
 from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, target_names, tests_none, walk
 from . import Invalid, Rule
+
+
+def _zips_gradients_with_none_test(facts: Facts) -> bool:
+    """`zip(grads, ...)` of a value that may hold gradients, in a module that tests for None
+    (the only way a gradient or variable list gets filtered)."""
+    return facts.none_compare and bool(facts.calls & GRADIENT_CALLS) \
+        and any(facts.carries_gradients(first) for first in facts.zipped_first)
 
 # TensorFlow functions that accept None entries (they take lists, and skip None).
 NONE_SAFE = {"tensorflow.clip_by_global_norm", "tensorflow.linalg.global_norm", "tensorflow.print",
@@ -127,9 +135,9 @@ class UnfilteredNoneGradients(Rule):
                 "    v.assign_sub(0.01 * tf.clip_by_value(g, -1, 1))\n", 4),
     ]
 
-    def could_fire(self, facts) -> bool:
+    def could_fire(self, facts: Facts) -> bool:
         # (a) needs a loop over gradients; (b) a zip of gradients and a None test that filtered one side
-        return facts.iterates_gradients() or facts.zips_gradients_with_none_test()
+        return facts.iterates_gradients() or _zips_gradients_with_none_test(facts)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         yield from self._unsafe_ops(ctx)
@@ -159,8 +167,8 @@ class UnfilteredNoneGradients(Rule):
                 f"{op} is applied to every gradient with no `None` check: `tape.gradient` returns None for "
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
-                f"`tf.clip_by_global_norm`, which passes None through."), "warning",
-                {"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
+                f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
+                probe={"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
                  "appends": appended_lists(binding.owner), **probe_roles(ctx.flow, binding.value)})
 
     @staticmethod
@@ -197,7 +205,7 @@ class UnfilteredNoneGradients(Rule):
                 f"{side}: after the first removed entry each gradient is paired with the wrong variable, and "
                 f"with matching or broadcastable shapes this trains silently wrong (no error, no warning). "
                 f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
-                "error", {"kind": "misaligned", "zip": ctx.flow.snippet(call),
+                severity="error", probe={"kind": "misaligned", "zip": ctx.flow.snippet(call),
                           "statements": [ctx.flow.snippet(s) for s in self._statements(ctx, call)],
                           "gradients": origin_name(ctx.flow, grads), "variables": ctx.text(grads.sources)
                           if grads.sources is not None else None})

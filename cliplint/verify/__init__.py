@@ -20,8 +20,8 @@ import time
 from dataclasses import replace
 from typing import List, Optional
 
-from ..config import ConfigError
-from ..engine import Finding
+from ..settings import ConfigError
+from ..findings import Finding
 from . import safety
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine

@@ -13,34 +13,15 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
 
+from . import catalogue
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python < 3.11
     import tomli as tomllib  # type: ignore
 
-
-
-# Every code and its name. The rule classes carry the same (a test keeps the two equal): this
-# table lets configuration and cached runs work without importing the rules (and libcst).
-CATALOGUE = {
-    "CL000": "unreadable-file",
-    "CL001": "conflicting-clip-options",
-    "CL002": "optimizer-changed-after-compile",
-    "CL003": "per-tensor-clip-norm",
-    "CL004": "log-of-softmax",
-    "CL005": "unfiltered-none-gradients",
-    "CL006": "clip-result-not-unpacked",
-    "CL007": "clipped-gradients-unused",
-    "CL008": "removed-numerics-check",
-    "CL009": "invalid-clip-threshold",
-    "CL010": "softmax-then-from-logits",
-}
-
-
-def rule_codes() -> Tuple[Tuple[str, ...], Dict[str, str]]:
-    """(every code, name -> code)."""
-    return tuple(CATALOGUE), {name: code for code, name in CATALOGUE.items()}
-
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
 DEFAULT_EXCLUDE = (
     ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox", ".pants.d",
     ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", "__pypackages__", "_build", "buck-out",
@@ -50,7 +31,7 @@ DEFAULT_EXCLUDE = (
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
         "force-exclude", "respect-gitignore", "max-file-size", "config-files"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
-DEFAULT_CONFIG_FILES = ("*.yaml", "*.yml", "*.json", "*.toml", "*.keras")
+DEFAULT_CONFIG_FILES = tuple("*" + suffix for suffix in CONFIG_SUFFIXES)
 # Files that cannot hold optimizer settings: never audited unless named on the command line.
 CONFIG_SKIP = (
     ".github/", ".gitlab/", ".gitlab-ci.yml", ".circleci/", ".devcontainer/", ".vscode/", ".idea/",
@@ -67,7 +48,7 @@ class ConfigError(Exception):
 
 def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     """Codes, prefixes (`CL00`), names (`log-of-softmax`) and `ALL` to a set of codes."""
-    all_codes, names = rule_codes()
+    all_codes, names = tuple(catalogue.codes()), catalogue.names()
     codes = set()
     for selector in selectors:
         if not isinstance(selector, str):
@@ -160,7 +141,7 @@ def _matcher(patterns: Tuple[str, ...]):
 def _selected_codes(select: Optional[FrozenSet[str]], extend_select: FrozenSet[str], ignore: FrozenSet[str]
                     ) -> FrozenSet[str]:
     """The codes enabled before per-file-ignores (asked once per file, so memoised)."""
-    return ((select if select is not None else frozenset(rule_codes()[0])) | extend_select) - ignore
+    return ((select if select is not None else frozenset(catalogue.codes())) | extend_select) - ignore
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,78 @@
+"""Every rule's code and name, without importing the rules (and libcst with them).
+
+Configuration (`select`, `ignore`) and cached runs need the codes, but parsing is what
+imports libcst. `GENERATED` is written by `python -m cliplint.docs` from the rule classes
+(a test keeps it in step). A rule module that it does not list yet (one just added) is
+read with CPython's `ast` instead, so a new rule is selectable before the file is regenerated.
+"""
+from __future__ import annotations
+
+import ast
+import os
+from functools import lru_cache
+from typing import Dict, Tuple
+
+from .findings import UNREADABLE
+
+# generated: begin
+GENERATED = {
+    "CL001": ("conflicting-clip-options", "conflicting_clip_options"),
+    "CL002": ("optimizer-changed-after-compile", "optimizer_changed_after_compile"),
+    "CL003": ("per-tensor-clip-norm", "per_tensor_clip_norm"),
+    "CL004": ("log-of-softmax", "log_of_softmax"),
+    "CL005": ("unfiltered-none-gradients", "unfiltered_none_gradients"),
+    "CL006": ("clip-result-not-unpacked", "clip_result_not_unpacked"),
+    "CL007": ("clipped-gradients-unused", "clipped_gradients_unused"),
+    "CL008": ("removed-numerics-check", "removed_numerics_check"),
+    "CL009": ("invalid-clip-threshold", "invalid_clip_threshold"),
+    "CL010": ("softmax-then-from-logits", "softmax_then_from_logits"),
+}
+# generated: end
+RULES_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
+
+
+@lru_cache(maxsize=1)
+def codes() -> Dict[str, str]:
+    """Code -> name of CL000 and every rule, sorted by code."""
+    found = {code: name for code, (name, _) in GENERATED.items()}
+    listed = {module for _, module in GENERATED.values()}
+    for module in rule_modules():
+        if module not in listed:
+            found.update(_declared(os.path.join(RULES_FOLDER, module + ".py")))
+    return {UNREADABLE.code: UNREADABLE.name, **dict(sorted(found.items()))}
+
+
+def names() -> Dict[str, str]:
+    """Name -> code."""
+    return {name: code for code, name in codes().items()}
+
+
+def rule_modules() -> Tuple[str, ...]:
+    """The modules of the rules package (a folder listing: nothing is imported)."""
+    return tuple(sorted(entry[:-3] for entry in os.listdir(RULES_FOLDER)
+                        if entry.endswith(".py") and not entry.startswith("_")))
+
+
+def _declared(path: str) -> Dict[str, str]:
+    """`code` and `name` of the rule classes a module declares, read from its syntax tree."""
+    with open(path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), path)
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            values = {target.id: statement.value.value for statement in node.body
+                      if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant)
+                      for target in statement.targets if isinstance(target, ast.Name)}
+            if isinstance(values.get("code"), str) and isinstance(values.get("name"), str):
+                found[values["code"]] = values["name"]
+    return found
+
+
+def generated_source(rules: Dict[str, Tuple[str, str]]) -> str:
+    """This module's text with `GENERATED` set to `rules` (code -> (name, module))."""
+    with open(__file__, encoding="utf-8") as handle:
+        text = handle.read()
+    head, rest = text.split("# generated: begin\n", 1)
+    _, tail = rest.split("# generated: end\n", 1)
+    body = "".join(f'    "{code}": ("{name}", "{module}"),\n' for code, (name, module) in sorted(rules.items()))
+    return f"{head}# generated: begin\nGENERATED = {{\n{body}}}\n# generated: end\n{tail}"

@@ -1,0 +1,138 @@
+"""Which files a run lints: paths given, folders walked, excludes, .gitignore, config globs."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, Settings, glob_to_regex
+
+
+class GitIgnore:
+    """The .gitignore files that apply below a folder (nested files included), gitignore rules."""
+
+    def __init__(self, rules: Tuple = ()) -> None:
+        self.rules = rules  # (base folder, regex, negated, directories only, anchored)
+
+    @staticmethod
+    def for_root(root: str) -> "GitIgnore":
+        """Start with the .gitignore files of the folders above `root`, up to the repository top."""
+        chain, directory = [], os.path.abspath(root)
+        while True:
+            chain.append(directory)
+            if os.path.exists(os.path.join(directory, ".git")):
+                break
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                chain = [os.path.abspath(root)]
+                break
+            directory = parent
+        ignore = GitIgnore()
+        for directory in reversed(chain[1:]):
+            ignore = ignore.entering(directory)
+        return ignore
+
+    def entering(self, directory: str) -> "GitIgnore":
+        path = os.path.join(directory, ".gitignore")
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                lines = handle.read().splitlines()
+        except OSError:
+            return self
+        rules = list(self.rules)
+        for line in lines:
+            line = line.rstrip()
+            if not line or line.startswith("#"):
+                continue
+            negated = line.startswith("!")
+            line = line[1:] if negated else line
+            dir_only = line.endswith("/")
+            line = line.strip("/") if dir_only else line
+            anchored = "/" in line.lstrip("/") or line.startswith("/")
+            rules.append((directory, glob_to_regex(line.lstrip("/")), negated, dir_only, anchored))
+        return GitIgnore(tuple(rules))
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        result = False
+        for base, regex, negated, dir_only, anchored in self.rules:
+            if dir_only and not is_dir:
+                continue
+            relative = os.path.relpath(path, base).replace(os.sep, "/")
+            if relative.startswith(".."):
+                continue
+            subject = relative if anchored else relative.rsplit("/", 1)[-1]
+            if regex.match(subject):
+                result = not negated
+        return result
+
+
+@dataclass
+class Target:
+    path: str
+    display: str
+    settings: object
+    kind: str  # file | missing | broken symlink | unreadable folder: ...
+    cache: Optional[str] = None  # the cache folder, when caching
+
+
+def display_path(path: str) -> str:
+    absolute = os.path.abspath(path)
+    cwd = os.getcwd()
+    if absolute == cwd:
+        return "."
+    if absolute.startswith(cwd.rstrip(os.sep) + os.sep):  # both normalised: a slice is relpath
+        return absolute[len(cwd.rstrip(os.sep)) + 1:].replace(os.sep, "/")
+    return path
+
+
+def discover(paths: Sequence[str], config) -> Iterator[Target]:
+    """Files to lint: explicit files always (unless --force-exclude excludes them), folders walked."""
+    for given in paths:
+        settings = config.for_path(given if os.path.isdir(given) else given)
+        if not os.path.lexists(given):
+            yield Target(given, display_path(given), settings, "missing")
+        elif os.path.isdir(given):
+            if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
+                continue
+            yield from _walk(given, config, GitIgnore.for_root(given), given)
+        elif settings.force_exclude and (settings.excluded(given) or (
+                given.lower().endswith(CONFIG_SUFFIXES) and not settings.audits(given))):
+            continue  # pre-commit names every staged file: settings decide, as for discovered files
+        else:
+            yield Target(given, display_path(given), settings, "file")
+
+
+def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
+    settings = config.for_path(os.path.join(root, "_"))
+    if settings.respect_gitignore:
+        ignore = ignore.entering(root)
+    try:
+        entries = sorted(os.scandir(root), key=lambda e: e.name)
+    except OSError as err:
+        yield Target(root, display_path(root), settings, f"unreadable folder: {err.strerror}")
+        return
+    for entry in entries:
+        path = entry.path
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_dir = False
+        if settings.excluded(path, below=top) or (settings.respect_gitignore and ignore.ignored(path, is_dir)):
+            continue
+        if is_dir:
+            if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
+                yield from _walk(path, config, ignore, top)
+        elif entry.name.endswith(PYTHON_SUFFIXES) or settings.audits(path):
+            kind = "file" if not entry.is_symlink() or os.path.exists(path) else "broken symlink"
+            yield Target(path, display_path(path), config.for_path(path), kind)
+
+
+def unique(targets: Iterable[Target]) -> List[Target]:
+    """Each file once, however many of the given paths reach it."""
+    seen, unique = set(), []
+    for target in targets:
+        key = os.path.abspath(target.path)
+        if key not in seen:
+            seen.add(key)
+            unique.append(target)
+    return unique

@@ -1,0 +1,46 @@
+"""Bytes in and out of files: decoding Python source, writing a file atomically."""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import tokenize
+from typing import Optional, Tuple
+
+from .findings import Finding, bad_input
+
+
+def decode_python(path: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:
+    """Source text honouring PEP 263, or a CL000 finding saying why it cannot be read."""
+    if b"\x00" in data:
+        return None, bad_input(path, "binary file (contains NUL bytes); not linted")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as err:
+        return None, bad_input(path, f"invalid encoding declaration: {err}")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        declared = "declared" if encoding != "utf-8" else "no PEP 263 declaration, so UTF-8"
+        return None, bad_input(
+            path, f"cannot decode byte 0x{data[err.start]:02x} as {encoding} ({declared}); "
+            "add a '# -*- coding: ... -*-' line or re-encode the file", line, column)
+    except LookupError:
+        return None, bad_input(path, f"unknown encoding {encoding!r} in the coding declaration")
+    return text.lstrip("\ufeff"), None
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: never a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".cliplint-", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

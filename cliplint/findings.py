@@ -1,0 +1,74 @@
+"""The types every part of cliplint shares: a finding, a rule's report, and CL000.
+
+A leaf module: it imports nothing from cliplint, so any module may import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Tuple
+
+if TYPE_CHECKING:
+    import libcst
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str
+    line: int  # 1-based
+    column: int  # 1-based, in code points
+    end_line: int
+    end_column: int  # 1-based, exclusive (the column after the last character)
+    code: str
+    name: str
+    severity: str  # "error" | "warning"
+    message: str
+    probe: Optional[dict] = field(default=None, compare=False, repr=False)
+    verification: Optional[dict] = field(default=None, compare=False)
+    cell: Optional[int] = None
+
+    def sort_key(self) -> Tuple:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+
+class Report:
+    """What a rule says about one node; the engine turns it into a Finding."""
+
+    __slots__ = ("node", "message", "severity", "probe")
+
+    def __init__(self, node: "libcst.CSTNode", message: str, *, severity: Optional[str] = None,
+                 probe: Optional[dict] = None) -> None:
+        self.node = node
+        self.message = message
+        self.severity = severity  # None: the rule's default
+        self.probe = probe
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """CL000: not a rule class; emitted for unreadable files and for rules that crashed."""
+
+    code: str = "CL000"
+    name: str = "unreadable-file"
+    severity: str = "error"
+    summary: str = "The file could not be read, decoded or parsed."
+    explanation: str = (
+        "Reported with the location and the reason (syntax error, undeclared encoding, binary or "
+        "oversized file, unreadable path, a rule that crashed); the other files are still linted.")
+
+
+UNREADABLE = Unreadable()
+SYNTAX_ERROR = "syntax error: "
+
+
+def bad_input(path: str, reason: str, line: int = 1, column: int = 1, cell: Optional[int] = None) -> Finding:
+    """A CL000 finding: the file could not be read, decoded or parsed."""
+    return Finding(path, line, column, line, column, UNREADABLE.code, UNREADABLE.name, UNREADABLE.severity, reason,
+                   cell=cell)
+
+
+def syntax_error(path: str, message: str, line: int, column: int) -> Finding:
+    return bad_input(path, SYNTAX_ERROR + message, line, column)
+
+
+def is_syntax_error(finding: Finding) -> bool:
+    return finding.code == UNREADABLE.code and finding.message.startswith(SYNTAX_ERROR)
