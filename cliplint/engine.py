@@ -94,7 +94,7 @@ def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
     from .configs import audit
 
     try:
-        return audit(path, source, frozenset(r.code for r in rules), shown), False
+        return audit(path, source, rules, shown), False
     except Exception as err:  # a bug in the auditor must not stop the run
         return [bad_input(shown, f"internal error in the config auditor: {type(err).__name__}: {err}")], True
 

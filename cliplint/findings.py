@@ -5,7 +5,7 @@ A leaf module: it imports nothing from cliplint, so any module may import it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 if TYPE_CHECKING:
     import libcst
@@ -31,11 +31,12 @@ class Finding:
 
 
 class Report:
-    """What a rule says about one node; the engine turns it into a Finding."""
+    """What a rule says about one node (a CST node in Python code; the key, in a training
+    config); the engine turns it into a Finding."""
 
     __slots__ = ("node", "message", "severity", "probe")
 
-    def __init__(self, node: "libcst.CSTNode", message: str, *, severity: Optional[str] = None,
+    def __init__(self, node: Union["libcst.CSTNode", str], message: str, *, severity: Optional[str] = None,
                  probe: Optional[dict] = None) -> None:
         self.node = node
         self.message = message

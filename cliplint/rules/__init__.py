@@ -10,11 +10,14 @@ import importlib
 import pkgutil
 import textwrap
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
+
+if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
+    from ..configs import ConfigOptimizer
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class Rule:
 
     def check(self, ctx: Context) -> Iterator[Report]:
         raise NotImplementedError
+
+    def check_config(self, optimizer: "ConfigOptimizer") -> Iterator[Report]:
+        """Reports about an optimizer written as data in a training config or a `.keras`
+        archive; a report's `node` is the offending key. Most rules have none."""
+        return iter(())
 
     @classmethod
     def doc(cls) -> str:

@@ -1,7 +1,7 @@
 """CL001 conflicting-clip-options."""
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Dict, Iterator, Optional
 
 import libcst as cst
 
@@ -11,6 +11,9 @@ from ..findings import Report
 from ..flow import UNKNOWN, arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
 from . import Invalid, Rule
+
+if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
+    from ..configs import ConfigOptimizer
 
 Options = Dict[str, cst.BaseExpression]
 
@@ -33,9 +36,6 @@ def _precedence(options) -> str:
         if option in options:
             return option
     return ""
-
-
-CLIP_WORDS = {"clipnorm", "clipvalue", "global_clipnorm"}
 
 
 class ConflictingClipOptions(Rule):
@@ -107,7 +107,19 @@ class ConflictingClipOptions(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return len(facts.words & CLIP_WORDS) > 1
+        return len(facts.words.intersection(CLIP_OPTIONS)) > 1
+
+    def check_config(self, optimizer: "ConfigOptimizer") -> Iterator[Report]:
+        present = list(optimizer.options)
+        if len(present) < 2:
+            return
+        listed = " and ".join(f"`{optimizer.where(key)}`" for key in present)
+        if "clipnorm" in present and "global_clipnorm" in present:
+            effect = "every Keras flavour raises ValueError when this optimizer is built"
+        else:
+            effect = ("Keras 3 raises ValueError when this optimizer is built; tf-keras silently ignores `clipvalue`; "
+                      "legacy optimizers apply both")
+        yield Report(present[-1], f"{listed} are both set on one optimizer: {effect}. Keep one option.")
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -12,6 +12,9 @@ from ..findings import Report
 from ..flow import UNKNOWN, arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule
+
+if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
+    from ..configs import ConfigOptimizer
 
 
 def _number(ctx: Context, expr) -> Optional[float]:
@@ -124,6 +127,14 @@ class InvalidClipThreshold(Rule):
         return any(_maybe_nonpositive(threshold, nonpositive) for threshold in thresholds) or any(
             low is not None and high is not None and _maybe_numeric(low, numeric) and _maybe_numeric(high, numeric)
             for low, high in map(_value_bounds, facts.calls_by_name.get("clip_by_value", ())))
+
+    def check_config(self, optimizer: "ConfigOptimizer") -> Iterator[Report]:
+        for key, value in optimizer.options.items():
+            if value <= 0:
+                yield Report(key, (
+                    f"`{optimizer.where(key)}: {value:g}` does not clip: Keras 3 and tf-keras silently turn clipping "
+                    f"off (tf-keras legacy optimizers zero every gradient for 0 and reject negative values). "
+                    f"Use a positive threshold, or remove the key."))
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
