@@ -46,7 +46,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path())
-@click.option("--select", multiple=True, help="Rules to enable (codes, prefixes, names; comma-separated). Replaces the default.")
+@click.option("--select", multiple=True,
+              help="Rules to enable (codes, prefixes, names; comma-separated). Replaces the default.")
 @click.option("--extend-select", multiple=True, help="Rules to enable on top of the selection.")
 @click.option("--ignore", multiple=True, help="Rules to disable.")
 @click.option("--exclude", multiple=True, help="Glob patterns to skip (replaces the default list).")

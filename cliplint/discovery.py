@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, Settings, glob_to_regex
+from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, glob_to_regex
 
 
 class GitIgnore:

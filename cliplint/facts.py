@@ -313,7 +313,8 @@ _SEE = {
     ast.Nonlocal: Facts._see_scope_change,
     ast.ClassDef: Facts._see_bound_name,
     ast.ExceptHandler: Facts._see_bound_name,
-    **{kind: Facts._see_bound_name for kind in (getattr(ast, name, None) for name in ("MatchAs", "MatchStar", "MatchMapping"))
+    **{kind: Facts._see_bound_name
+       for kind in (getattr(ast, name, None) for name in ("MatchAs", "MatchStar", "MatchMapping"))
        if kind},
 }
 

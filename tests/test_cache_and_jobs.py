@@ -89,7 +89,8 @@ def test_cache_folder_is_git_ignored(tmp_path, run_cli):
 
 def test_jobs_one_and_two_give_identical_output(tmp_path, run_cli):
     for i in range(60):
-        (tmp_path / f"m{i:02d}.py").write_text(BAD if i % 3 else "import tensorflow as tf\nx = tf.math.log(tf.nn.softmax(z))\n")
+        log_softmax = "import tensorflow as tf\nx = tf.math.log(tf.nn.softmax(z))\n"
+        (tmp_path / f"m{i:02d}.py").write_text(BAD if i % 3 else log_softmax)
     one = run_cli("--no-cache", "--jobs", "1", "--output-format", "json", ".")
     two = run_cli("--no-cache", "--jobs", "2", "--output-format", "json", ".")
     assert one.returncode == two.returncode == 1

@@ -89,7 +89,7 @@ def test_noqa_forms(tmp_path, run_cli):
         e = "# noqa: CL001"; f = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)
     """))
     lines = run_cli("a.py").stdout.splitlines()[:-1]
-    assert [l.split(":")[1] for l in lines] == ["4", "9"]
+    assert [line.split(":")[1] for line in lines] == ["4", "9"]
 
 
 def test_file_level_noqa(tmp_path, run_cli):

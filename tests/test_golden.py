@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cliplint.settings import Config
 from cliplint.engine import run
+from cliplint.settings import Config
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 MARKER = re.compile(r"#\s*expect:\s*(?P<codes>CL\d{3}(?:\s*,\s*CL\d{3})*)")

@@ -129,7 +129,8 @@ def test_imports_and_global_declarations_keep_a_definition(statement):
 
 
 def test_comment_lines_of_a_left_out_definition_stay():
-    source = "import tensorflow as tf\n" + FILLER.replace("    totals = {}", "    # cliplint: noqa\n    totals = {}") + (
+    filler = FILLER.replace("    totals = {}", "    # cliplint: noqa\n    totals = {}")
+    source = "import tensorflow as tf\n" + filler + (
         "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
     assert blanked(source) == {"summarise"}
     assert codes(source) == []  # the file-level noqa inside the left-out function still counts

@@ -51,7 +51,8 @@ def test_catalogue_matches_the_rule_classes():
     from cliplint import catalogue
     from cliplint.findings import UNREADABLE
 
-    assert catalogue.codes() == {UNREADABLE.code: UNREADABLE.name, **{code: rule.name for code, rule in ALL_RULES.items()}}
+    names = {code: rule.name for code, rule in ALL_RULES.items()}
+    assert catalogue.codes() == {UNREADABLE.code: UNREADABLE.name, **names}
     assert catalogue.GENERATED == {code: (rule.name, type(rule).__module__.rsplit(".", 1)[-1])
                                    for code, rule in ALL_RULES.items()}
 

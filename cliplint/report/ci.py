@@ -53,7 +53,8 @@ def sarif(findings: List[Finding], info) -> str:
     codes = sorted(described)
     results, seen, lines = [], {}, {}
     for finding in findings:
-        digest = hashlib.sha256(f"{finding.code}\0{finding.path}\0{_line_text(finding, lines)}".encode()).hexdigest()[:16]
+        fingerprint = f"{finding.code}\0{finding.path}\0{_line_text(finding, lines)}"
+        digest = hashlib.sha256(fingerprint.encode()).hexdigest()[:16]
         seen[digest] = seen.get(digest, 0) + 1
         result = {
             "ruleId": finding.code,
