@@ -20,7 +20,8 @@ from libcst._nodes.internal import CodegenState  # positions: see Positions
 from .findings import Finding, Report, bad_input, syntax_error
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
 from .facts import split_lines
-from .flow import Flow, children
+from .flow import Flow
+from .flow.nodes import children
 from .names import ImportTable
 
 # The newest grammar libcst knows, whatever Python runs cliplint: `type X = ...`, `def f[T]()`,

@@ -4,7 +4,7 @@
 `from tensorflow.keras.optimizers import Adam as A` all canonicalise to
 `keras.optimizers.Adam`; `tf.compat.v1.log` and `tf.log` to `tensorflow.math.log`.
 Only the module's import table is consulted: cheap, and enough for library symbols
-(local rebinding such as `s = tf.nn.softmax` is followed by `flow.py`).
+(local rebinding such as `s = tf.nn.softmax` is followed by `flow/local.py`).
 """
 from __future__ import annotations
 
@@ -118,3 +118,18 @@ OPTIMIZER_CLASSES = frozenset(
 )
 OPTIMIZER_FACTORIES = frozenset({"keras.optimizers.get", "keras.optimizers.deserialize"})
 CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
+# Where probabilities come from (the probability model in flow/probabilities.py).
+SOFTMAX = frozenset({
+    "tensorflow.nn.softmax", "keras.activations.softmax", "keras.ops.softmax", "keras.backend.softmax"})
+SIGMOID = frozenset({
+    "tensorflow.math.sigmoid", "keras.activations.sigmoid", "keras.ops.sigmoid", "keras.backend.sigmoid"})
+# Functions that keep "this is (a piece of) a probability" true of their first argument.
+KEEPS_PROBABILITY = frozenset({
+    "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
+    "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",
+    "tensorflow.gather_nd", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.reduce_sum",
+    "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
+    "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
+})
+SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
+FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})

@@ -10,7 +10,9 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts, callee
 from ..findings import Report
-from ..flow import APPLY_METHODS, arg, origin_name
+from ..flow.gradients import APPLY_METHODS
+from ..flow.nodes import arg
+from ..flow.snippets import origin_name
 from . import Invalid, Rule
 
 CLIP = "tensorflow.clip_by_global_norm"

@@ -11,7 +11,9 @@ from ..analysis import Context
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
 from ..findings import Report
-from ..flow import APPLY_METHODS, arg, probe_roles, reaches_apply, target_names, walk
+from ..flow.gradients import APPLY_METHODS, reaches_apply
+from ..flow.nodes import arg, target_names, walk
+from ..flow.snippets import probe_roles
 from . import Invalid, Rule
 
 
@@ -167,7 +169,7 @@ class ClippedGradientsUnused(Rule):
     def _report(self, ctx: Context, assign, apply: cst.Call, clipped: str, source: cst.Name, call) -> Report:
         line = ctx.text(assign).strip().splitlines()[0]
         applied = apply.args[0].value if apply.args else apply
-        roles = probe_roles(ctx.flow, applied) if isinstance(applied, cst.Call) else {}
+        roles = probe_roles(ctx.flow.gradients, applied) if isinstance(applied, cst.Call) else {}
         return Report(apply, (
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
             f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "

@@ -8,7 +8,9 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
-from ..flow import SIGMOID, SOFTMAX, Source, arg
+from ..flow.nodes import arg
+from ..flow.probabilities import Source
+from ..names import SIGMOID, SOFTMAX
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}

@@ -8,7 +8,9 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
-from ..flow import appended_lists, arg, loop_node, probe_roles, reaches_apply
+from ..flow.gradients import reaches_apply
+from ..flow.nodes import arg
+from ..flow.snippets import appended_lists, loop_node, probe_roles
 from . import Invalid, Rule
 
 
@@ -136,4 +138,4 @@ class PerTensorClipNorm(Rule):
                     probe={"kind": "per-tensor", "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
                            "result": produced.value if isinstance(produced, cst.Name) else None,
                            "appends": appended_lists(owner),
-                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow, element[1].value)})
+                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow.gradients, element[1].value)})

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
-from ..flow import arg, walk
+from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
 LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (

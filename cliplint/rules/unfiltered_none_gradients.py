@@ -8,7 +8,9 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import GRADIENT_CALLS, Facts
 from ..findings import Report
-from ..flow import GradList, appended_lists, loop_node, origin_name, probe_roles, target_names, tests_none, walk
+from ..flow.gradients import GradList
+from ..flow.nodes import target_names, tests_none, walk
+from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
 from . import Invalid, Rule
 
 
@@ -169,7 +171,7 @@ class UnfilteredNoneGradients(Rule):
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
                 probe={"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
-                 "appends": appended_lists(binding.owner), **probe_roles(ctx.flow, binding.value)})
+                 "appends": appended_lists(binding.owner), **probe_roles(ctx.flow.gradients, binding.value)})
 
     @staticmethod
     def _of_variables(ctx: Context, grads: GradList) -> bool:

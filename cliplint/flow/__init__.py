@@ -1,0 +1,53 @@
+"""What the rules know about a module's values, one `Flow` per module (`ctx.flow`).
+
+    nodes.py          CST utilities: children, walk, target names, call arguments, `None` tests
+    local.py          local dataflow: bindings, scopes, values, aliases, constant folding
+    gradients.py      the gradient model: gradient lists, their elements, `None` guards
+    probabilities.py  where softmax/sigmoid outputs come from
+    snippets.py       what the verifier re-executes for a finding
+
+`Flow` is the module's dataflow with the gradient and probability models built on it; rules
+import helpers and types from the submodule that owns them.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import libcst as cst
+
+from .gradients import GradList, Gradients
+from .local import Binding, Dataflow, constant
+from .nodes import ModuleIndex
+from .probabilities import Probabilities, Source
+from .snippets import snippet
+
+
+class Flow(Dataflow):
+    def __init__(self, ctx: ModuleIndex) -> None:
+        super().__init__(ctx)
+        self.gradients = Gradients(self)
+        self.probabilities = Probabilities(self)
+
+    def constant(self, expr: Optional[cst.BaseExpression]):
+        """The literal value an expression is known to hold, else `local.UNKNOWN`."""
+        return constant(self, expr)
+
+    def snippet(self, node: cst.CSTNode) -> dict:
+        return snippet(self, node)
+
+    def gradient_list(self, expr: Optional[cst.BaseExpression]) -> Optional[GradList]:
+        return self.gradients.gradient_list(expr)
+
+    def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
+        return self.gradients.gradient_element(use)
+
+    def none_guarded(self, use: cst.Name, binding: Binding) -> bool:
+        return self.gradients.none_guarded(use, binding)
+
+    def probability(self, expr: Optional[cst.BaseExpression]) -> Optional[Source]:
+        """(softmax | sigmoid | 1-sigmoid, producing node, padded) when `expr` holds probabilities."""
+        return self.probabilities.probability(expr, frozenset())
+
+    def model_output(self, model: cst.BaseExpression) -> Optional[Source]:
+        """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""
+        return self.probabilities.model_output(model)

@@ -1,0 +1,215 @@
+"""The gradient model the rules share: what is a gradient list (from `tape.gradient`,
+`tf.gradients`, `compute_gradients`, through names, unpacking, comprehensions and `zip`),
+which loop or comprehension name is one of its elements, whether that element is guarded
+against `None`, and whether a value reaches `optimizer.apply_gradients(...)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from .local import Binding, Dataflow
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, arg, target_names, tests_none, walk
+
+
+@dataclass(frozen=True)
+class GradList:
+    """A list of gradients, as far as the dataflow can tell."""
+
+    origin: cst.Call  # tape.gradient(...), tf.gradients(...), opt.compute_gradients(...)
+    pairs: bool  # elements are (gradient, variable) pairs
+    may_hold_none: bool  # an entry is None when a variable gets no gradient
+    filtered: bool  # None entries were removed, so it is shorter than the variable list
+    sources: Optional[cst.BaseExpression]  # the variables the gradient was taken for
+
+
+class Gradients:
+    """Gradient lists and their elements, over one module's dataflow."""
+
+    def __init__(self, flow: Dataflow) -> None:
+        self.flow = flow
+        self.ctx = flow.ctx
+
+    def is_tape(self, expr: cst.BaseExpression) -> bool:
+        value = expr
+        if isinstance(expr, cst.Name):
+            binding = self.flow.binding_of(expr)
+            if binding is not None and binding.kind in ("with", "assign") and binding.value is not None:
+                value = binding.value
+            elif "tape" in expr.value.lower():
+                return True
+        if isinstance(value, cst.Call):
+            return self.ctx.call_name(value) == "tensorflow.GradientTape"
+        return isinstance(value, (cst.Name, cst.Attribute)) and "tape" in self.ctx.text(value).lower()
+
+    def gradient_list(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[GradList]:
+        if expr is None or depth > MAX_DEPTH:
+            return None
+        if isinstance(expr, cst.Name):
+            return self._gradient_name(expr, depth)
+        if isinstance(expr, cst.Call):
+            return self._gradient_call(expr, depth)
+        if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) and self._index(expr) == 0 \
+                and self.ctx.call_name(expr.value) == "tensorflow.clip_by_global_norm":
+            return self.gradient_list(arg(expr.value, 0, "t_list"), depth + 1)
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            return self._gradient_comprehension(expr, depth)
+        return None
+
+    @staticmethod
+    def _index(sub: cst.Subscript) -> Optional[int]:
+        if len(sub.slice) == 1 and isinstance(sub.slice[0].slice, cst.Index):
+            value = sub.slice[0].slice.value
+            if isinstance(value, cst.Integer):
+                return int(value.value)
+        return None
+
+    def _gradient_call(self, call: cst.Call, depth: int) -> Optional[GradList]:
+        func = call.func
+        name = self.ctx.call_name(call)
+        if name == "tensorflow.gradients" or (
+                isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value)):
+            zero = arg(call, 99, "unconnected_gradients")
+            may_none = zero is None or "ZERO" not in self.ctx.text(zero).upper()
+            sources = arg(call, 1, "sources" if name != "tensorflow.gradients" else "xs")
+            return GradList(call, False, may_none, False, sources)
+        if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
+            return GradList(call, True, True, False, arg(call, 1, "var_list"))
+        if isinstance(func, cst.Name) and func.value in ("list", "tuple") and call.args:
+            return self.gradient_list(call.args[0].value, depth + 1)
+        return None
+
+    def _gradient_name(self, name: cst.Name, depth: int) -> Optional[GradList]:
+        binding = self.flow.binding_of(name)
+        if binding is None or binding.kind != "assign":
+            return None
+        if not binding.path:
+            return self.gradient_list(binding.value, depth + 1)
+        element = self.flow.unpacked(binding)
+        if element is not None:
+            return self.gradient_list(element, depth + 1)
+        value = binding.value
+        if binding.path == (0,) and isinstance(value, cst.Call):
+            if self.ctx.call_name(value) == "tensorflow.clip_by_global_norm":
+                return self.gradient_list(arg(value, 0, "t_list"), depth + 1)
+            # grads, variables = zip(*grads_and_vars)
+            if isinstance(value.func, cst.Name) and value.func.value == "zip" and len(value.args) == 1 \
+                    and value.args[0].star == "*":
+                inner = self.gradient_list(value.args[0].value, depth + 1)
+                if inner is not None and inner.pairs:
+                    return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
+        return None
+
+    def _gradient_comprehension(self, comp, depth: int) -> Optional[GradList]:
+        comp_for = comp.for_in
+        if comp_for.inner_for_in is not None:
+            return None
+        element = self.element_of(comp_for.iter, comp_for.target, depth + 1)
+        if element is None:
+            return None
+        source, names = element
+        grad_name = names[0]
+        filtered = any(tests_none(cond.test, grad_name) for cond in comp_for.ifs)
+        elt = comp.elt
+        guarded = filtered or (isinstance(elt, cst.IfExp) and tests_none(elt.test, grad_name))
+        pairs = isinstance(elt, cst.Tuple) and len(elt.elements) == 2
+        if pairs:
+            elt = elt.elements[0].value
+        if not any(isinstance(n, cst.Name) and n.value == grad_name for n in walk(elt)):
+            return None  # e.g. `[v for g, v in zip(grads, vars)]`: the variables, not gradients
+        return GradList(source.origin, pairs, source.may_hold_none and not guarded,
+                        source.filtered or filtered, source.sources)
+
+    def element_of(self, iterable, target, depth: int = 0) -> Optional[Tuple[GradList, List[str]]]:
+        """When a loop over `iterable` binds gradient elements to `target`: (list, [grad name])."""
+        names = list(target_names(target))
+        if not names:
+            return None
+        by_path = {path: name.value for name, path in names}
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name):
+            func = iterable.func.value
+            if func == "zip":
+                for i, zipped in enumerate(iterable.args):
+                    grads = self.gradient_list(zipped.value, depth + 1)
+                    if grads is not None and not grads.pairs and (i,) in by_path:
+                        return grads, [by_path[(i,)]]
+                return None
+            if func == "enumerate" and iterable.args:
+                grads = self.gradient_list(iterable.args[0].value, depth + 1)
+                if grads is not None and (1,) in by_path:
+                    return grads, [by_path[(1,)]]
+                return None
+        grads = self.gradient_list(iterable, depth + 1)
+        if grads is None:
+            return None
+        key = (0,) if grads.pairs else ()
+        return (grads, [by_path[key]]) if key in by_path else None
+
+    def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
+        """Is this name one element of a gradient list, bound by a loop or comprehension?"""
+        binding = self.flow.binding_of(use)
+        if binding is None or binding.kind != "iter" or binding.value is None:
+            return None
+        owner = binding.owner
+        target = owner.target if isinstance(owner, cst.For) else self._comp_target(owner, use)
+        if target is None:  # lambda mapped over a list: its parameter is the element
+            grads = self.gradient_list(binding.value)
+            return (grads, binding) if grads is not None and not grads.pairs else None
+        element = self.element_of(binding.value, target)
+        if element is None or element[1][0] != use.value:
+            return None
+        return element[0], binding
+
+    def _comp_target(self, owner: cst.CSTNode, use: cst.Name) -> Optional[cst.CSTNode]:
+        comp_for = getattr(owner, "for_in", None)
+        while comp_for is not None:
+            if any(name.value == use.value for name, _ in target_names(comp_for.target)):
+                return comp_for.target
+            comp_for = comp_for.inner_for_in
+        return None
+
+    def none_guarded(self, use: cst.Name, binding: Binding) -> bool:
+        """Is the use of a gradient element protected by an `is (not) None` test?"""
+        owner = binding.owner
+        if isinstance(owner, cst.For):
+            return tests_none(owner.body, use.value)
+        if type(owner) in COMPREHENSION_TYPES:
+            comp_for = owner.for_in
+            while comp_for is not None:
+                if any(tests_none(cond.test, use.value) for cond in comp_for.ifs):
+                    return True
+                comp_for = comp_for.inner_for_in
+        for anc in self.ctx.ancestors(use):
+            if anc is owner:
+                break
+            if isinstance(anc, cst.IfExp) and tests_none(anc.test, use.value):
+                return True
+        return False
+
+
+APPLY_METHODS = ("apply_gradients", "apply")
+_PASS_THROUGH = ("zip", "list", "tuple")
+
+
+def reaches_apply(flow: Dataflow, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Does the value `node` produces end up in `optimizer.apply_gradients(...)` in this scope?"""
+    ctx = flow.ctx
+    while depth <= MAX_DEPTH:
+        parent = ctx.parent.get(node)
+        if isinstance(parent, (cst.Arg, cst.Element)):
+            node = ctx.parent.get(parent)
+            if isinstance(node, cst.Call):
+                func = node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in APPLY_METHODS:
+                    return True
+                if not (isinstance(func, cst.Name) and func.value in _PASS_THROUGH):
+                    return False
+            continue
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            return any(reaches_apply(flow, use, depth + 1)
+                       for target in parent.targets for name, path in target_names(target.target) if not path
+                       for use in flow.uses_after(name.value, parent))
+        return False
+    return False

@@ -1,0 +1,298 @@
+"""Small intra-function dataflow: where a local name's value came from.
+
+A binding is visible from a point in source order (after its statement, or inside the loop
+body for a loop target) until the next binding of the same name in the same scope. Loops
+are not iterated and branches are not merged: the latest binding in source order wins,
+which matches how training code is written and keeps every answer cheap. On top of the
+bindings sit local aliases of imported names and constant folding (`constant`: the literal
+value a name or expression is known to hold).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, target_names
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    scope: cst.CSTNode
+    kind: str  # assign | iter | with | param | def | append
+    value: Optional[cst.BaseExpression]  # right-hand side, iterable, default, appended item
+    path: Tuple[int, ...]  # position inside an unpacking target: `a, (b, c) = ...` -> c is (1, 1)
+    owner: cst.CSTNode  # the statement, loop, comprehension or function that binds
+    visible_from: int  # source-order index from which uses see it
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+class Dataflow:
+    """The bindings of one module, collected once, and what the rules ask of them."""
+
+    def __init__(self, ctx: ModuleIndex) -> None:
+        self.ctx = ctx
+        self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
+        self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
+        self._names: Optional[Dict[str, List[cst.Name]]] = None
+        self._collect()
+
+    # --- bindings -------------------------------------------------------------------------
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost function, lambda, class or module around `node` (a function's name,
+        decorators and return annotation belong to the enclosing scope). Climbs only as far as
+        the first ancestor whose scope is already known: every rule asks, for most nodes."""
+        scopes, parent_of = self._scopes, self.ctx.parent
+        path, found = [], None
+        while found is None:
+            parent = parent_of.get(node)
+            if parent is None:
+                found = self.ctx.module
+            elif type(parent) in SCOPE_TYPES and (type(parent) is not cst.FunctionDef
+                                                   or node is parent.body or node is parent.params):
+                found = parent
+            else:
+                path.append(node)
+                node = parent
+                found = scopes.get(node)
+                if found is not None:
+                    break
+                continue
+            path.append(node)
+        for visited in path:
+            scopes[visited] = found
+        return found
+
+    def _add(self, name: str, scope, kind, value, path, owner, visible_from) -> None:
+        self._bindings.setdefault((scope, name), []).append(
+            Binding(name, scope, kind, value, path, owner, visible_from))
+
+    def _collect(self) -> None:
+        ctx = self.ctx
+        for node in ctx.nodes(cst.Assign):
+            for target in node.targets:
+                self._bind_target(target.target, "assign", node.value, node, ctx.post[node])
+        for node in ctx.nodes(cst.AnnAssign):
+            if node.value is not None:
+                self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
+        for node in ctx.nodes(cst.For):
+            self._bind_target(node.target, "iter", node.iter, node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    self._bind_target(item.asname.name, "with", item.item, node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.FunctionDef):
+            outer = self.scope_of(node)
+            self._add(node.name.value, outer, "def", None, (), node, ctx.pre[node])
+            params = node.params
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+                self._add(param.name.value, node, "param", param.default, (), node, ctx.pre[node.body])
+        for node in ctx.nodes(cst.ClassDef):
+            self._add(node.name.value, self.scope_of(node), "def", None, (), node, ctx.pre[node])
+        for node in ctx.nodes(cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") \
+                    and isinstance(func.value, cst.Name) and node.args:
+                self._add(func.value.value, self.scope_of(node), "append", node.args[0].value, (),
+                          node, ctx.post[node])
+
+    def _bind_target(self, target, kind, value, owner, visible_from) -> None:
+        if isinstance(target, cst.Attribute):
+            dotted = self.ctx.text(target)
+            self._add(dotted, self.ctx.module, kind, value, (), owner, visible_from)
+            return
+        scope = self.scope_of(owner)
+        for name, path in target_names(target):
+            self._add(name.value, scope, kind, value, path, owner, visible_from)
+
+    def _comprehension_binding(self, use: cst.Name) -> Optional[Binding]:
+        """A name bound by an enclosing comprehension, or by a lambda mapped over an iterable."""
+        ctx = self.ctx
+        for anc in ctx.ancestors(use):
+            kind = type(anc)
+            if kind in COMPREHENSION_TYPES:
+                comp_for = anc.for_in
+                while comp_for is not None:
+                    if not ctx.encloses(comp_for.iter, use):
+                        for name, path in target_names(comp_for.target):
+                            if name.value == use.value:
+                                return Binding(use.value, anc, "iter", comp_for.iter, path, anc, ctx.pre[anc])
+                    comp_for = comp_for.inner_for_in
+            elif kind is cst.Lambda:
+                names = [p.name.value for p in anc.params.params]
+                if use.value in names:
+                    return self._mapped_lambda(anc, use, names.index(use.value))
+            elif kind is cst.FunctionDef or kind is cst.Module:
+                return None
+        return None
+
+    def _mapped_lambda(self, lam: cst.Lambda, use: cst.Name, index: int) -> Binding:
+        call = self.ctx.parent.get(self.ctx.parent.get(lam))
+        iterable = None
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map" \
+                and len(call.args) > index + 1:
+            iterable = call.args[index + 1].value
+        return Binding(use.value, lam, "iter" if iterable is not None else "param", iterable, (),
+                       lam, self.ctx.pre[lam])
+
+    def binding_of(self, use: cst.CSTNode) -> Optional[Binding]:
+        """The binding a Name (or a dotted `self.x` attribute) refers to at its position."""
+        if use in self._resolved:
+            return self._resolved[use]
+        found = self._resolved[use] = self._find_binding(use)
+        return found
+
+    def _find_binding(self, use: cst.CSTNode) -> Optional[Binding]:
+        if isinstance(use, cst.Attribute):
+            found = self._bindings.get((self.ctx.module, self.ctx.text(use)), [])
+            bound = [b for b in found if b.kind != "append"]
+            return bound[-1] if bound else None
+        if not isinstance(use, cst.Name):
+            return None
+        local = self._comprehension_binding(use)
+        if local is not None:
+            return local
+        at = self.ctx.pre[use]
+        scope = self.scope_of(use)
+        innermost = True
+        while scope is not None:
+            found = [b for b in self._bindings.get((scope, use.value), []) if b.kind != "append"]
+            if found:
+                before = [b for b in found if b.visible_from <= at]
+                if before:
+                    return max(before, key=lambda b: b.visible_from)
+                if not innermost:  # a closure sees the enclosing scope's final binding
+                    return found[-1]
+            if isinstance(scope, cst.Module):
+                return None
+            scope = self.scope_of(scope)
+            innermost = False
+        return None
+
+    def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
+        """Follow `x = <expr>` assignments (and `a, b = <tuple>` unpacking) back to the expression
+        that made the value."""
+        while isinstance(expr, (cst.Name, cst.Attribute)) and depth < MAX_DEPTH:
+            binding = self.binding_of(expr)
+            if binding is None or binding.kind != "assign" or binding.value is None:
+                break
+            value = self.unpacked(binding) if binding.path else binding.value
+            if value is None:
+                break
+            expr = value
+            depth += 1
+        return expr
+
+    def unpacked(self, binding: Binding) -> Optional[cst.BaseExpression]:
+        """The element an unpacking target gets: from a tuple literal (`a, b = x, y`) or from the
+        tuple a function of this module returns (`probs, value = step(state)`)."""
+        value, path = binding.value, binding.path
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            called = self.binding_of(value.func)
+            if called is None or called.kind != "def" or not isinstance(called.owner, cst.FunctionDef):
+                return None
+            returns = [r for r in self.ctx.nodes(cst.Return) if r.value is not None
+                       and self.ctx.encloses(called.owner, r) and self.scope_of(r) is called.owner]
+            value = returns[-1].value if returns else None
+        for index in path:
+            if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                return None
+            value = value.elements[index].value
+        return value
+
+    def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
+        if isinstance(expr, cst.Attribute):
+            head = self.alias_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else None
+            return f"{head}.{expr.attr.value}" if head else None
+        value = self.value_of(expr)
+        if value is expr or not isinstance(value, (cst.Name, cst.Attribute)):
+            return None
+        return self.ctx.imports.qualify(value)
+
+    def names(self, name: str) -> List[cst.Name]:
+        """Every Name node spelled `name`, in source order."""
+        if self._names is None:
+            self._names = {}
+            for node in self.ctx.nodes(cst.Name):
+                self._names.setdefault(node.value, []).append(node)
+        return self._names.get(name, [])
+
+    def uses_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
+        """Loads of `name` in the same scope after `node`."""
+        scope = self.scope_of(node)
+        end = self.ctx.post[node]
+        return [n for n in self.names(name)
+                if self.ctx.pre[n] > end and self.scope_of(n) is scope and not self._is_store(n)]
+
+    def _is_store(self, name: cst.Name) -> bool:
+        parent = self.ctx.parent.get(name)
+        return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
+            isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
+
+
+def constant(flow: Dataflow, expr: Optional[cst.BaseExpression], depth: int = 0):
+    """The literal value an expression is known to hold, else UNKNOWN.
+
+    Follows names to literal assignments, module constants and parameter defaults (the
+    default path: `def build(clip=1.0)` makes `clip` 1.0).
+    """
+    if expr is None or depth > MAX_DEPTH:
+        return UNKNOWN
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = constant(flow, expr.expression, depth + 1)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(expr.operator, cst.Minus) else inner
+        return UNKNOWN
+    if isinstance(expr, cst.BinaryOperation):
+        return _arithmetic(flow, expr, depth)
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Dict):
+        return _dict_constant(flow, expr, depth)
+    if isinstance(expr, cst.Name):
+        if expr.value in ("None", "True", "False"):
+            return {"None": None, "True": True, "False": False}[expr.value]
+        binding = flow.binding_of(expr)
+        if binding is not None and not binding.path and binding.kind in ("assign", "param"):
+            if binding.kind == "param" and binding.value is None:
+                return UNKNOWN
+            return constant(flow, binding.value, depth + 1)
+    return UNKNOWN
+
+
+def _dict_constant(flow: Dataflow, expr: cst.Dict, depth: int):
+    found = {}
+    for element in expr.elements:
+        if not isinstance(element, cst.DictElement):
+            return UNKNOWN
+        key, value = constant(flow, element.key, depth + 1), constant(flow, element.value, depth + 1)
+        if not isinstance(key, str) or value is UNKNOWN:
+            return UNKNOWN
+        found[key] = value
+    return found
+
+
+def _arithmetic(flow: Dataflow, expr: cst.BinaryOperation, depth: int):
+    left = constant(flow, expr.left, depth + 1)
+    right = constant(flow, expr.right, depth + 1)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+    if not numbers:
+        return UNKNOWN
+    ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+           cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b if b else UNKNOWN}
+    op = ops.get(type(expr.operator))
+    return op(left, right) if op else UNKNOWN

@@ -1,0 +1,76 @@
+"""What the verifier re-executes for a finding: a snippet's source with the imported names and
+literal values it uses, and for loops over gradients, the code to replay and the names the
+probe binds to stand-in gradients, variables and empty lists.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import libcst as cst
+
+from .gradients import GradList, Gradients
+from .local import UNKNOWN, Dataflow, constant
+from .nodes import walk
+
+
+def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
+    """What the verifier needs to re-execute `node`: its source text, the imported names it
+    uses (canonical), and the literal values of the local names it uses."""
+    imports: Dict[str, str] = {}
+    constants: Dict[str, object] = {}
+    for sub in walk(node):
+        if not isinstance(sub, cst.Name) or sub.value in imports or sub.value in constants:
+            continue
+        qualified = flow.ctx.imports.qualify(sub)
+        if qualified is not None:
+            imports[sub.value] = qualified
+            continue
+        value = constant(flow, sub)
+        if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None), dict)):
+            constants[sub.value] = value
+    return {"code": flow.ctx.text(node), "imports": imports, "constants": constants}
+
+
+def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> dict:
+    """Which expressions of a loop's iterable the verifier must bind to stand-in gradients and
+    variables: `grads` in `for g in grads`, both in `zip(grads, model.trainable_variables)`."""
+    roles = {"gradients": None, "variables": None, "pairs": False}
+    if iterable is None:
+        return roles
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
+            and iterable.func.value in ("zip", "enumerate"):
+        for zipped in iterable.args:
+            grads = gradients.gradient_list(zipped.value)
+            if grads is not None and roles["gradients"] is None:
+                roles.update(gradients=gradients.ctx.text(zipped.value), pairs=grads.pairs)
+            elif iterable.func.value == "zip":
+                roles["variables"] = gradients.ctx.text(zipped.value)
+        return roles
+    grads = gradients.gradient_list(iterable)
+    return {**roles, "gradients": gradients.ctx.text(iterable), "pairs": bool(grads and grads.pairs)}
+
+
+def loop_node(flow: Dataflow, owner: cst.CSTNode) -> cst.CSTNode:
+    """The code to replay for a loop binding: the comprehension or `for`, or the `map(...)` call
+    around a mapped lambda."""
+    if isinstance(owner, cst.Lambda):
+        call = flow.ctx.parent.get(flow.ctx.parent.get(owner))
+        return call if isinstance(call, cst.Call) else owner
+    return owner
+
+
+def appended_lists(owner: cst.CSTNode) -> List[str]:
+    """Names of the lists a `for` loop appends to: the probe starts them empty."""
+    if not isinstance(owner, cst.For):
+        return []
+    return sorted({sub.func.value.value for sub in walk(owner.body) if isinstance(sub, cst.Call)
+                   and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
+                   and isinstance(sub.func.value, cst.Name)})
+
+
+def origin_name(flow: Dataflow, grads: GradList) -> Optional[str]:
+    """The name `tape.gradient(...)` was assigned to (`grads` in `grads = tape.gradient(...)`)."""
+    parent = flow.ctx.parent.get(grads.origin)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        return parent.targets[0].target.value
+    return None
