@@ -17,12 +17,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
-from .findings import Finding, Report, bad_input, syntax_error
-from .suppress import ALL, file_noqa, noqa_comments, suppressed
 from .facts import split_lines
+from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
 from .flow.nodes import children
 from .names import ImportTable
+from .suppress import ALL, file_noqa, noqa_comments, suppressed
 
 # The newest grammar libcst knows, whatever Python runs cliplint: `type X = ...`, `def f[T]()`,
 # nested f-strings parse on 3.9 too (code that is only valid in older Pythons is rare).

@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from .gradients import GradList, Gradients
+from .gradients import Gradients, GradList
 from .local import Binding, Dataflow, constant
 from .nodes import ModuleIndex
 from .probabilities import Probabilities, Source

@@ -47,7 +47,6 @@ class Probabilities:
         return self._returned(cst.Call(func=model), frozenset(), False)
 
     def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
-        ctx = self.ctx
         if expr is None or len(seen) > MAX_DEPTH or expr in seen:
             return None
         seen = seen | {expr}
@@ -63,7 +62,6 @@ class Probabilities:
         return None
 
     def _arithmetic(self, expr: cst.BinaryOperation, seen, padded) -> Optional[Source]:
-        ctx = self.ctx
         left, right = expr.left, expr.right
         left_const = constant(self.flow, left) is not UNKNOWN
         right_const = constant(self.flow, right) is not UNKNOWN
@@ -136,7 +134,6 @@ class Probabilities:
         return None
 
     def _last_layer(self, sequential: cst.Call, padded) -> Optional[Source]:
-        ctx = self.ctx
         layers = arg(sequential, 0, "layers")
         if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
             last = layers.elements[-1].value

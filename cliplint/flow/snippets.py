@@ -8,7 +8,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from .gradients import GradList, Gradients
+from .gradients import Gradients, GradList
 from .local import UNKNOWN, Dataflow, constant
 from .nodes import walk
 

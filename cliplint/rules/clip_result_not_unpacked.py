@@ -1,9 +1,8 @@
 """CL006 clip-result-not-unpacked."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
-
 import ast
+from typing import Iterator, Optional
 
 import libcst as cst
 

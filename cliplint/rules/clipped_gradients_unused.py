@@ -1,9 +1,8 @@
 """CL007 clipped-gradients-unused."""
 from __future__ import annotations
 
-from typing import Iterator, List, Optional, Tuple
-
 import ast
+from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -118,7 +117,8 @@ class ClippedGradientsUnused(Rule):
         "pairs = list(zip(clipped, vs))\nopt.apply_gradients(pairs)\n",
     ]
     INVALID = [
-        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
+                "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
         Invalid("import tensorflow as tf\ndef step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    gradients = tape.gradient(loss, model.trainable_variables)\n"

@@ -90,7 +90,8 @@ class ConflictingClipOptions(Rule):
         "        keras.optimizers.Adam(clipnorm=1.0, clipvalue=1.0)\n",
     ]
     INVALID = [
-        Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)\n",
+        Invalid("import tensorflow as tf\n"
+                "opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)\n",
                 2, "silently ignores `clipvalue`"),
         Invalid("from tensorflow.keras.optimizers import SGD as S\nopt = S(clipnorm=1.0, global_clipnorm=1.0)\n",
                 2, "every Keras flavour raises"),
@@ -100,9 +101,11 @@ class ConflictingClipOptions(Rule):
         Invalid("import keras\nCLIP = 1.0\ndef build(clip=CLIP):\n"
                 "    return keras.optimizers.Adam(clipnorm=clip, clipvalue=0.5)\n", 4),
         Invalid("import tensorflow as tf\n"
-                "opt = tf.keras.optimizers.get({'class_name': 'Adam', 'config': {'clipnorm': 1.0, 'clipvalue': 0.1}})\n", 2),
+                "opt = tf.keras.optimizers.get(\n"
+                "    {'class_name': 'Adam', 'config': {'clipnorm': 1.0, 'clipvalue': 0.1}})\n", 2),
         Invalid("import tensorflow as tf\n"
-                "opt = tf.keras.optimizers.Adam.from_config({'learning_rate': 0.1, 'clipnorm': 1.0, 'global_clipnorm': 2.0})\n", 2),
+                "opt = tf.keras.optimizers.Adam.from_config(\n"
+                "    {'learning_rate': 0.1, 'clipnorm': 1.0, 'global_clipnorm': 2.0})\n", 2),
         Invalid("from keras import optimizers\nopt = optimizers.SGD(clipnorm=1.0)\nopt.clipvalue = 0.5\n",
                 3, "never raises"),
     ]

@@ -124,7 +124,8 @@ class InvalidClipThreshold(Rule):
         numeric, nonpositive = _numeric_names(facts.bindings)
         thresholds = [call.args[1] for name in ("clip_by_norm", "clip_by_global_norm")
                       for call in facts.calls_by_name.get(name, ()) if len(call.args) > 1]
-        thresholds += [value for keyword in (*CLIP_OPTIONS, "clip_norm") for value in facts.keyword_values.get(keyword, ())]
+        thresholds += [value for keyword in (*CLIP_OPTIONS, "clip_norm")
+                       for value in facts.keyword_values.get(keyword, ())]
         return any(_maybe_nonpositive(threshold, nonpositive) for threshold in thresholds) or any(
             low is not None and high is not None and _maybe_numeric(low, numeric) and _maybe_numeric(high, numeric)
             for low, high in map(_value_bounds, facts.calls_by_name.get("clip_by_value", ())))

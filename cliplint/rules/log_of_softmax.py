@@ -47,9 +47,11 @@ class LogOfSoftmax(Rule):
         # log of something not shown to come from a softmax
         "import tensorflow as tf\nstd = tf.exp(log_std)\nnll = tf.math.log(std) + 0.5\n",
         # sampling: no gradient flows through it, and -inf is the right logit
-        "import tensorflow as tf\nprobs = tf.nn.softmax(logits)\naction = tf.random.categorical(tf.math.log(probs), 1)\n",
+        "import tensorflow as tf\nprobs = tf.nn.softmax(logits)\n"
+        "action = tf.random.categorical(tf.math.log(probs), 1)\n",
         # NumPy and PyTorch look-alikes
-        "import numpy as np\nimport torch\np = torch.softmax(x, dim=-1)\nlp = torch.log(p)\nq = np.log(np.exp(x) / np.exp(x).sum())\n",
+        "import numpy as np\nimport torch\np = torch.softmax(x, dim=-1)\nlp = torch.log(p)\n"
+        "q = np.log(np.exp(x) / np.exp(x).sum())\n",
         # a name rebound to logits before the log
         "import tensorflow as tf\np = tf.nn.softmax(x)\np = model(x)\nlp = tf.math.log(p)\n",
         # a user's own softmax
@@ -71,8 +73,10 @@ class LogOfSoftmax(Rule):
                 "class Actor(tf.keras.Model):\n"
                 "    def call(self, x):\n        return tf.nn.softmax(self.d(x))\n"
                 "actor = Actor()\n"
-                "def loss(states, a):\n    p = actor(states)\n    return -tf.math.log(tf.gather(p, a, batch_dims=1))\n", 8),
-        Invalid("import tensorflow as tf\np = tf.sigmoid(z)\nbce = -(y * tf.math.log(p) + (1 - y) * tf.math.log(1 - p))\n",
+                "def loss(states, a):\n    p = actor(states)\n"
+                "    return -tf.math.log(tf.gather(p, a, batch_dims=1))\n", 8),
+        Invalid("import tensorflow as tf\np = tf.sigmoid(z)\n"
+                "bce = -(y * tf.math.log(p) + (1 - y) * tf.math.log(1 - p))\n",
                 3, "log_sigmoid"),
         Invalid("import keras\nfrom keras import ops\nlp = ops.log(keras.activations.softmax(x))\n", 3),
     ]
@@ -111,7 +115,8 @@ class LogOfSoftmax(Rule):
         parent = ctx.parent.get(call)
         if isinstance(parent, cst.Arg):
             return ctx.call_name(ctx.parent.get(parent)) in SAMPLERS
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0].target, cst.Name):
             uses = ctx.flow.uses_after(parent.targets[0].target.value, parent)
             return bool(uses) and all(
                 isinstance(ctx.parent.get(u), cst.Arg) and ctx.call_name(ctx.parent.get(ctx.parent.get(u))) in SAMPLERS

@@ -106,15 +106,18 @@ class OptimizerChangedAfterCompile(Rule):
                 "        model.fit(data, epochs=1)\n        setattr(model.optimizer, 'global_clipnorm', 1.0)\n",
                 7, None, "error"),
         Invalid("import tensorflow as tf\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n"
-                "model.optimizer = tf.keras.optimizers.Adam(clipnorm=1.0)\nmodel.fit(x, y)\n", 4, "old optimizer", "error"),
+                "model.optimizer = tf.keras.optimizers.Adam(clipnorm=1.0)\nmodel.fit(x, y)\n"
+                "", 4, "old optimizer", "error"),
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.Adam()\nmodel.compile(optimizer=opt, loss='mse')\n"
                 "opt = tf.keras.optimizers.Adam(clipnorm=1.0)\nmodel.fit(x, y)\n", 4, "never", "error"),
         Invalid("import tensorflow as tf\nclass Clip(tf.keras.callbacks.Callback):\n"
                 "    def on_epoch_end(self, epoch, logs=None):\n"
-                "        if epoch == 5:\n            self.model.optimizer.clipnorm = 1.0\n", 5, "on_epoch_end", "error"),
+                "        if epoch == 5:\n            self.model.optimizer.clipnorm = 1.0\n"
+                "", 5, "on_epoch_end", "error"),
         # any Keras callback class, not only `Callback` itself
         Invalid("from tensorflow import keras\nclass Stop(keras.callbacks.EarlyStopping):\n"
-                "    def on_epoch_end(self, epoch, logs=None):\n        self.model.optimizer = keras.optimizers.SGD(0.01)\n",
+                "    def on_epoch_end(self, epoch, logs=None):\n"
+                "        self.model.optimizer = keras.optimizers.SGD(0.01)\n",
                 4, "on_epoch_end", "error"),
     ]
 

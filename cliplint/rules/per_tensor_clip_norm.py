@@ -33,7 +33,8 @@ def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cs
     for sub in ctx.nodes(cst.Call):
         func = sub.func
         if ctx.encloses(owner.body, sub) and isinstance(func, cst.Attribute) and func.attr.value == "append" \
-                and sub.args and (sub.args[0].value in produced or getattr(sub.args[0].value, "value", None) in produced):
+                and sub.args and (sub.args[0].value in produced
+                                  or getattr(sub.args[0].value, "value", None) in produced):
             return func.value
     return None
 
@@ -41,7 +42,8 @@ def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cs
 def list_reaches_apply(ctx: Context, node: cst.CSTNode) -> bool:
     if isinstance(node, cst.Name):  # a list filled by appends in a loop
         owner = ctx.flow.binding_of(node)
-        return owner is not None and any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
+        return owner is not None and any(
+            reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
     return reaches_apply(ctx.flow, node)
 
 

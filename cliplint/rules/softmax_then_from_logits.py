@@ -16,7 +16,8 @@ LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (
     ("CategoricalFocalCrossentropy", "softmax"), ("BinaryCrossentropy", "sigmoid"),
     ("BinaryFocalCrossentropy", "sigmoid"))}
 LOSS_FUNCTIONS = {f"{module}.{n}": kind for module in ("keras.losses", "keras.metrics", "keras.backend")
-                  for n, kind in (("sparse_categorical_crossentropy", "softmax"), ("categorical_crossentropy", "softmax"),
+                  for n, kind in (("sparse_categorical_crossentropy", "softmax"),
+                                  ("categorical_crossentropy", "softmax"),
                                   ("categorical_focal_crossentropy", "softmax"), ("binary_crossentropy", "sigmoid"),
                                   ("binary_focal_crossentropy", "sigmoid"))}
 LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
@@ -73,16 +74,19 @@ class SoftmaxThenFromLogits(Rule):
         Invalid("import tensorflow as tf\n"
                 "model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation='relu'),\n"
                 "                             tf.keras.layers.Dense(10, activation='softmax')])\n"
-                "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+                "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",  # noqa: E501
                 4, "softmax is applied twice"),
-        Invalid("from tensorflow import keras\ninp = keras.Input((8,))\nout = keras.layers.Dense(3, activation='softmax')(inp)\n"
+        Invalid("from tensorflow import keras\ninp = keras.Input((8,))\n"
+                "out = keras.layers.Dense(3, activation='softmax')(inp)\n"
                 "model = keras.Model(inputs=inp, outputs=out)\n"
-                "loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)\nmodel.compile('adam', loss=loss_fn)\n", 6),
+                "loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)\n"
+                "model.compile('adam', loss=loss_fn)\n", 6),
         Invalid("import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n"
                 "        return tf.nn.softmax(self.d(x))\nnet = Net()\n"
                 "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n"
                 "def step(x, y):\n    return loss_fn(y, net(x))\n", 8),
-        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
+        Invalid("import tensorflow as tf\n"
+                "model = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
                 "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))\n", 3, "sigmoid"),
         Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(z)\n"
                 "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3),
@@ -91,12 +95,14 @@ class SoftmaxThenFromLogits(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return (facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)) and facts.has("softmax", "sigmoid", "Softmax")
+        with_logits = facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)
+        return with_logits and facts.has("softmax", "sigmoid", "Softmax")
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "compile" and ctx.imports.qualify(func.value) is None:
+            if isinstance(func, cst.Attribute) and func.attr.value == "compile" \
+                    and ctx.imports.qualify(func.value) is None:
                 loss = arg(call, 1, "loss")
                 kind = self._from_logits(ctx, loss) if loss is not None else None
                 output = ctx.flow.model_output(func.value) if kind else None
@@ -106,7 +112,8 @@ class SoftmaxThenFromLogits(Rule):
                 yield from self._direct(ctx, call)
 
     def _direct(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
-        """`loss_fn(y, model(x))`, `sparse_categorical_crossentropy(y, p, from_logits=True)`, `*_with_logits(logits=p)`."""
+        """`loss_fn(y, model(x))`, `sparse_categorical_crossentropy(y, p, from_logits=True)`,
+        `*_with_logits(logits=p)`."""
         name = ctx.call_name(call)
         if name in LOGITS_OPS:
             kind, predictions = LOGITS_OPS[name], arg(call, 99, "logits")
