@@ -311,3 +311,13 @@ def test_a_finding_points_at_its_original_line_and_column(tmp_path_factory, befo
     lines = cell.split("\n")
     row = next(i for i, line in enumerate(lines) if "Adam(" in line)
     assert found == [(2, row + 1, lines[row].index("tf.keras.optimizers") + 1, "CL001", "error")]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab =%!?,;/\\#'\"()[]{}:\t\n\r xyz%%12")), max_size=80))
+def test_any_cell_text_gives_python_lines_or_one_warning_never_an_exception(text):
+    cell = transform(text)
+    assert len(cell.lines) == len(text.replace("\r\n", "\n").replace("\r", "\n").split("\n")) == len(cell.shifts)
+    cells, skipped = python_cells("nb.ipynb", [(1, text)])
+    assert len(cells) + len(skipped) == 1
+    assert all(f.code == "CL000" and f.severity == "warning" and 1 <= f.line <= len(cell.lines) for f in skipped)
