@@ -92,7 +92,7 @@ def test_verify_on_a_notebook(tmp_path, run_cli):
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from cliplint.config import Config  # noqa: E402
+from cliplint.settings import Config  # noqa: E402
 from cliplint.engine import run  # noqa: E402
 from cliplint.ipython_input import transform  # noqa: E402
 from cliplint.notebook import python_cells  # noqa: E402
