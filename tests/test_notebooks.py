@@ -4,6 +4,13 @@ import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cliplint.engine import run
+from cliplint.ipython_input import transform
+from cliplint.notebook import python_cells
+from cliplint.settings import Config
 
 
 def notebook(cells, extra=None):
@@ -42,7 +49,8 @@ def test_magics_are_neutralised_without_shifting_positions(tmp_path, run_cli):
 
 def test_noqa_in_cells_and_file_level_only_in_first_code_cell(tmp_path, run_cli):
     text = notebook([("code", "# cliplint: noqa: CL004\nimport tensorflow as tf"),
-                     ("code", "lp = tf.math.log(tf.nn.softmax(z))\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)  # noqa: CL001"),
+                     ("code", "lp = tf.math.log(tf.nn.softmax(z))\n"
+                              "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)  # noqa: CL001"),
                      ("code", "opt2 = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)")])
     records, _ = lint(tmp_path, run_cli, "a.ipynb", text)
     assert [(r["cell"], r["code"]) for r in records] == [(3, "CL001")]
@@ -88,14 +96,6 @@ def test_verify_on_a_notebook(tmp_path, run_cli):
 
 
 # --- cells read as IPython runs them (issue 20) ----------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from cliplint.settings import Config  # noqa: E402
-from cliplint.engine import run  # noqa: E402
-from cliplint.ipython_input import transform  # noqa: E402
-from cliplint.notebook import python_cells  # noqa: E402
 
 ADAM = "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)"
 
@@ -242,7 +242,8 @@ def test_the_warning_is_silenced_per_folder_or_notebook_without_the_findings(tmp
     assert [r["code"] for r in json.loads(result.stdout)] == ["CL001"] and result.returncode == 1
     noqa = [("code", "# cliplint: noqa: CL000\nimport tensorflow as tf\n" + ADAM), ("code", bibtex)]
     assert [f[3] for f in findings(tmp_path, noqa, "b.ipynb")] == ["CL001"]
-    on_the_line = [("code", "import tensorflow as tf\n" + ADAM), ("code", "@manual{Intro1,\n title={T},  # noqa: CL000\n}")]
+    on_the_line = [("code", "import tensorflow as tf\n" + ADAM),
+                   ("code", "@manual{Intro1,\n title={T},  # noqa: CL000\n}")]
     assert [f[3] for f in findings(tmp_path, on_the_line, "c.ipynb")] == ["CL001"]
 
 
@@ -284,7 +285,8 @@ def aligned(original: str, python_line: str, shift: int) -> bool:
         return rest.startswith(python_line[:-len("get_ipython()")])
     if python_line.lstrip().startswith("pass;"):  # `%time stmt`: the statement in its columns
         kept = len(python_line) - len(python_line.lstrip()) + 5
-        return len(python_line) == len(rest) and python_line[kept:].strip() and rest.endswith(python_line[kept:].lstrip())
+        statement = python_line[kept:].lstrip()
+        return len(python_line) == len(rest) and bool(statement) and rest.endswith(statement)
     return False
 
 
