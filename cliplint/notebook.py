@@ -1,60 +1,44 @@
 """Jupyter notebooks: the code cells, in order, are linted as one program.
 
 A name defined in one cell and used in another is followed, because the rules see one module.
-IPython magics and shell escapes are neutralised line by line without shifting any other
-position; markdown and raw cells are ignored; outputs are never looked at. Findings name the
-cell (its 1-based place among all cells, as Jupyter and VS Code show it) and the line and
-column inside it.
+Each cell is first read the way IPython runs it (`ipython_input`: magics, shell escapes, help,
+automagic, a cell indented as a whole), keeping every line and mapping columns back. A cell
+that is still not Python (IPython raises SyntaxError on it too) is reported once, as a CL000
+warning, and left out; the others are linted. Markdown and raw cells are ignored; outputs are
+never looked at. Findings name the cell (its 1-based place among all cells, as Jupyter and VS
+Code show it) and the line and column inside it.
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
+import warnings
 from dataclasses import replace
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Set, Tuple
 
 from .files import decode_python
 from .findings import Finding, bad_input, is_syntax_error
+from .ipython_input import Cell, transform
 from .lint import lint_text
+from .suppress import ALL, file_noqa, noqa_lines, suppressed
 
-PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
-_SHELL_ASSIGNMENT = re.compile(r"^(\s*[\w.\[\], ]+=\s*)[!%].*$")
 _FILE_NOQA = re.compile(r"(#\s*cliplint)(:\s*noqa)", re.IGNORECASE)
 MAX_BROKEN_CELLS = 20
-
-
-def neutralise(source: str) -> str:
-    """IPython syntax -> Python with the same lines: `%magic`, `!cmd`, `obj?` become `pass`."""
-    lines = source.split("\n")
-    first = lines[0].strip() if lines else ""
-    if first.startswith("%%"):
-        name = first[2:].split()[0] if first[2:].split() else ""
-        if name not in PYTHON_CELL_MAGICS:
-            return "\n".join("" for _ in lines)  # %%bash, %%writefile, ...: not Python
-        lines[0] = ""
-    out = []
-    for line in lines:
-        stripped = line.lstrip()
-        indent = line[: len(line) - len(stripped)]
-        if stripped.startswith(("%", "!", "?")) or (stripped.endswith("?") and "#" not in stripped):
-            out.append(f"{indent}pass")
-        elif _SHELL_ASSIGNMENT.match(line):
-            out.append(_SHELL_ASSIGNMENT.sub(lambda m: m.group(1) + "None", line))
-        else:
-            out.append(line)
-    return "\n".join(out)
+_TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)  # IPython runs `await` in a cell
 
 
 class Program:
     """The concatenated code cells, and the way back from a line of it to (cell, line)."""
 
-    def __init__(self, cells: List[Tuple[int, str]]) -> None:
-        self.cells = cells  # (cell number, neutralised source)
+    def __init__(self, cells: List[Tuple[int, Cell]]) -> None:
+        self.cells = cells  # (cell number, the cell as Python)
         self.text, self.starts = self._join()
 
     def _join(self) -> Tuple[str, List[int]]:
         parts, starts, line = [], [], 1
-        for index, (_, source) in enumerate(self.cells):
+        for index, (_, cell) in enumerate(self.cells):
+            source = "\n".join(cell.lines)
             if index:  # a file-level noqa counts only in the first code cell
                 source = _FILE_NOQA.sub(lambda m: m.group(1) + "-" + m.group(2)[1:], source)
             starts.append(line)
@@ -69,13 +53,21 @@ class Program:
         return index, line - self.starts[index] + 1
 
     def to_cell(self, finding: Finding) -> Finding:
+        """The finding at its line and column in the original cell (columns the common
+        indentation took away are added back)."""
         index, line = self.locate(finding.line)
         end_index, end_line = self.locate(max(finding.end_line, finding.line))
+        number, cell = self.cells[index]
+        column = finding.column + _shift(cell, line)
         if end_index != index:
-            end_line, end_column = line, finding.column
+            end_line, end_column = line, column
         else:
-            end_column = finding.end_column
-        return replace(finding, cell=self.cells[index][0], line=line, end_line=end_line, end_column=end_column)
+            end_column = finding.end_column + _shift(cell, end_line)
+        return replace(finding, cell=number, line=line, column=column, end_line=end_line, end_column=end_column)
+
+
+def _shift(cell: Cell, line: int) -> int:
+    return cell.shifts[line - 1] if 0 < line <= len(cell.shifts) else 0
 
 
 def code_cells(path: str, data: bytes) -> Tuple[List[Tuple[int, str]], Optional[Finding]]:
@@ -97,15 +89,15 @@ def code_cells(path: str, data: bytes) -> Tuple[List[Tuple[int, str]], Optional[
             source = "".join(source)
         if not isinstance(source, str):
             return [], bad_input(path, f"cell {number}: the source is not text", cell=number)
-        found.append((number, neutralise(source)))
+        found.append((number, source))
     return found, None
 
 
 def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tuple[List[Finding], bool]:
-    cells, failure = code_cells(display, data)
+    sources, failure = code_cells(display, data)
     if failure is not None:
         return [failure], False
-    broken: List[Finding] = []
+    cells, broken = python_cells(display, sources)
     for _ in range(MAX_BROKEN_CELLS):
         program = Program(cells)
         _, undecodable = decode_python(display, program.text.encode("utf-8"))
@@ -120,3 +112,86 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tupl
         broken.append(program.to_cell(syntax))
         cells = cells[:index] + cells[index + 1:]
     return broken, False
+
+
+def python_cells(display: str, sources: List[Tuple[int, str]]) -> Tuple[List[Tuple[int, Cell]], List[Finding]]:
+    """Every code cell as IPython runs it, and a CL000 warning for each one that is not Python."""
+    cells: List[Tuple[int, Cell]] = []
+    skipped: List[Finding] = []
+    defined: Set[str] = set()  # module-level names of the cells so far: they shadow automagics
+    for number, source in sources:
+        cell = transform(source, defined)
+        tree, error = _parse(cell, display)
+        if error is not None:  # IPython 7-8 dedented differently: a cell either version runs is Python
+            legacy = transform(source, defined, legacy_indent=True)
+            tree = _parse(legacy, display)[0] if legacy.shifts != cell.shifts else None
+            cell = legacy if tree is not None else cell
+        if tree is None:
+            skipped.append(not_python(display, number, cell, error))
+            continue
+        defined |= bound_names(tree.body)
+        cells.append((number, cell))
+    first = sources[0][1] if sources else ""
+    return cells, [f for f in skipped if not _silenced(f, first, dict(sources)[f.cell])]
+
+
+def _parse(cell: Cell, display: str) -> Tuple[Optional[ast.Module], Optional[SyntaxError]]:
+    """CPython's tree of the cell, or why it has none."""
+    try:
+        with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
+            warnings.simplefilter("ignore")
+            flags = ast.PyCF_ONLY_AST | _TOP_LEVEL_AWAIT
+            return compile("\n".join(cell.lines), display, "exec", flags, dont_inherit=True), None
+    except SyntaxError as err:
+        return None, err
+    except (ValueError, RecursionError, MemoryError) as err:  # NUL bytes, absurd nesting
+        return None, SyntaxError(str(err) or type(err).__name__)
+
+
+def not_python(display: str, number: int, cell: Cell, err: SyntaxError) -> Finding:
+    line = min(max(err.lineno or 1, 1), len(cell.lines))
+    column = max(err.offset or 1, 1) + _shift(cell, line)
+    message = f"cell {number} is not Python: skipped (running it raises SyntaxError too: {err.msg or err})"
+    return replace(bad_input(display, message, line, column, cell=number), severity="warning")
+
+
+def _silenced(finding: Finding, first_cell: str, source: str) -> bool:
+    """`# noqa: CL000` on the reported line, or `# cliplint: noqa[: CL000]` in the first code cell."""
+    present, codes = file_noqa(first_cell)
+    if present and (codes is ALL or finding.code in codes):
+        return True
+    return suppressed(finding.code, range(finding.line, finding.line + 1), noqa_lines(source))
+
+
+def bound_names(body: List[ast.stmt]) -> Set[str]:
+    """Names a module-level statement list binds: assignment, loop and `with` targets,
+    imports, definitions, also inside `if`/`for`/`while`/`try`/`with` blocks; not inside
+    functions and classes (their names stay local)."""
+    names: Set[str] = set()
+    for statement in body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(statement.name)
+            continue
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in statement.names if a.name != "*"}
+        names |= _stored_names(statement)
+        for block in ("body", "orelse", "finalbody"):
+            names |= bound_names(getattr(statement, block, []))
+        for handler in getattr(statement, "handlers", ()):
+            names |= bound_names(handler.body)
+    return names
+
+
+def _stored_names(statement: ast.stmt) -> Set[str]:
+    """The plain names a simple statement or a block's header stores to."""
+    targets: List[ast.AST] = []
+    if isinstance(statement, ast.Assign):
+        targets = list(statement.targets)
+    elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)) and getattr(statement, "value", None) is not None:
+        targets = [statement.target]
+    elif isinstance(statement, (ast.For, ast.AsyncFor)):
+        targets = [statement.target]
+    elif isinstance(statement, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in statement.items if item.optional_vars is not None]
+    return {node.id for target in targets for node in ast.walk(target)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
