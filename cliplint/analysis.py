@@ -204,7 +204,14 @@ def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[st
 
 
 def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> Tuple[List[Finding], bool]:
-    shown = ctx.path
+    located, crashed = reports_of(ctx, rules, lines)
+    return [finding for finding, _ in located] + crashed, bool(crashed)
+
+
+def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None
+               ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
+    """Every rule on one parsed module: (finding, the rule's report) for each finding that is not
+    suppressed, and a CL000 finding for each rule that crashed. The fixer needs the reports."""
     reports: List[Tuple[object, Report]] = []
     crashed: List[Finding] = []
     for rule in rules:
@@ -212,10 +219,10 @@ def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> T
             reports.extend((rule, r) for r in rule.check(ctx))
         except Exception as err:  # one broken rule must not erase the others' findings
             crashed.append(bad_input(
-                shown, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
+                ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
     if not reports:
-        return crashed, bool(crashed)
-    return _to_findings(ctx, reports, lines) + crashed, bool(crashed)
+        return [], crashed
+    return _locate(ctx, reports, lines), crashed
 
 
 class _Offsets(CodegenState):
@@ -329,12 +336,12 @@ class Positions:
         return (*self._point(start), *self._point(end))
 
 
-def _to_findings(ctx: Context, reports: List[Tuple[object, Report]], lines: Optional[List[int]]
-                 ) -> List[Finding]:
+def _locate(ctx: Context, reports: List[Tuple[object, Report]], lines: Optional[List[int]]
+            ) -> List[Tuple[Finding, Report]]:
     positions = Positions(ctx, lines)
     noqa = noqa_comments(ctx.source)
     file_level, file_codes = file_noqa(ctx.source)
-    findings: Dict[Tuple, Finding] = {}
+    located: Dict[Tuple, Tuple[Finding, Report]] = {}
     for rule, report in reports:
         if file_level and (file_codes is ALL or rule.code in file_codes):
             continue
@@ -346,8 +353,7 @@ def _to_findings(ctx: Context, reports: List[Tuple[object, Report]], lines: Opti
             continue
         finding = Finding(
             ctx.path, line, column, end_line, end_column,
-            rule.code, rule.name, report.severity or rule.severity, report.message, report.probe)
-        findings.setdefault((finding.line, finding.column, finding.code), finding)
-    return list(findings.values())
-
-
+            rule.code, rule.name, report.severity or rule.severity, report.message, report.probe,
+            fix=report.fix.summary() if report.fix is not None else None)
+        located.setdefault((finding.line, finding.column, finding.code), (finding, report))
+    return list(located.values())

@@ -69,22 +69,39 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(file_okay=False),
               help="Where results are cached, keyed by file content, settings and cliplint version.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("--fix/--no-fix", default=None, help="Apply safe fixes (also `fix = true` in [tool.cliplint]).")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+              help="With --fix or --diff, apply unsafe fixes too (also `unsafe-fixes = true`).")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if any).")
+@click.option("--fix-only", is_flag=True, help="Apply fixes and report no remaining findings.")
+@click.option("--show-fixes", is_flag=True, help="List each fix applied (with --fix) or offered.")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout,
-          jobs, stdin_filename, cache_dir, no_cache) -> None:
+          jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
+          add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
+    fixing = None
     try:
         config = Config(
             Overrides(select=_split(select) if select else None, extend_select=_split(extend_select),
                       ignore=_split(ignore), exclude=_split(exclude) if exclude else None,
-                      extend_exclude=_split(extend_exclude), force_exclude=force_exclude),
+                      extend_exclude=_split(extend_exclude), force_exclude=force_exclude,
+                      fix=True if fix_only else fix, unsafe_fixes=unsafe_fixes),
             config_file=config_file, isolated=isolated)
         if verify:
             from .verify import require_tensorflow
 
             require_tensorflow()
         cache = None if no_cache else os.environ.get("CLIPLINT_CACHE_DIR", cache_dir)
-        result = _lint(config, list(paths) or ["."], jobs or os.cpu_count() or 1, stdin_filename, cache)
+        targets = list(paths) or ["."]
+        if diff:
+            _finish(_diff(config, targets, unsafe_fixes, verify, verify_timeout, quiet))
+        if targets != ["-"] and (fix_only or fix or (fix is None and config.for_path(targets[0]).fix)):
+            fixing = _fix(config, targets, unsafe_fixes, verify, verify_timeout)
+        result = _lint(config, targets, jobs or os.cpu_count() or 1, stdin_filename, cache)
+        if add_noqa:
+            _finish(_add_noqa(result, config, targets))
         if verify:
             from .verify import verify_findings
 
@@ -92,8 +109,95 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
-    _emit(result, output_format, output_file, statistics, quiet, verify)
+    if fix_only:
+        result.findings = []
+    if fixing is None or not fix_only:
+        _emit(result, output_format, output_file, statistics, quiet, verify)
+    if fixing is not None:
+        _report_fixes(fixing, result, show_fixes, quiet, unsafe_fixes, output_format == "text" and not output_file)
+    elif show_fixes and not quiet:
+        _offered_fixes(result)
     _finish(_exit_code(result, exit_zero, verify))
+
+
+def _verifier(verify: bool, timeout: float):
+    if not verify:
+        return None
+    from .fix import FixVerifier
+
+    return FixVerifier(timeout)
+
+
+def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float):
+    from .fix import fix_paths
+
+    verifier = _verifier(verify, timeout)
+    try:
+        fixed, _ = fix_paths(targets, config, unsafe, accept=verifier)
+    finally:
+        if verifier is not None:
+            verifier.close()
+    return fixed
+
+
+def _diff(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float,
+          quiet: bool) -> int:
+    """`--diff`: what `--fix` would change, as a unified diff; nothing is written."""
+    from .fix import fix_paths, where
+
+    verifier = _verifier(verify, timeout)
+    try:
+        fixed, _ = fix_paths(targets, config, unsafe, write=False, everywhere=True, accept=verifier)
+    finally:
+        if verifier is not None:
+            verifier.close()
+    click.echo("".join(f.diff for f in fixed), nl=False)
+    count = sum(len(f.applied) for f in fixed)
+    if not quiet:
+        notes = [f"{where(f.display, e)}: {e.code} {note}" for f in fixed for e, note in f.notes]
+        for note in notes:
+            click.echo(note, err=True)
+        click.echo(f"Would fix {count} problem{'s' if count != 1 else ''}." if count else "No fixes available.",
+                   err=True)
+    return EXIT_FINDINGS if any(f.changed for f in fixed) else EXIT_CLEAN
+
+
+def _report_fixes(fixed, result, show_fixes: bool, quiet: bool, unsafe: Optional[bool], to_stdout: bool) -> None:
+    """The summary of a `--fix` run: ruff's "Fixed N problems (M remaining; K more with --unsafe-fixes)"."""
+    from .fix import where
+
+    if quiet:
+        return
+    count = sum(len(f.applied) for f in fixed)
+    lines = []
+    if show_fixes:
+        lines += [f"{where(f.display, e)}: {e.code} fixed: {e.title}" for f in fixed for e in f.applied]
+    lines += [f"{where(f.display, e)}: {e.code} {note}" for f in fixed for e, note in f.notes]
+    more = 0 if unsafe else sum(1 for f in result.findings if (f.fix or {}).get("safety") == "unsafe")
+    tail = f"; {more} more with --unsafe-fixes" if more else ""
+    lines.append(f"Fixed {count} problem{'s' if count != 1 else ''} ({len(result.findings)} remaining{tail}).")
+    click.echo("\n".join(lines), err=not to_stdout)
+
+
+def _offered_fixes(result) -> None:
+    offered = [f for f in result.findings if f.fix]
+    if not offered:
+        return
+    for finding in offered:
+        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} "
+                   f"{finding.fix['safety']} fix: {finding.fix['title']}")
+    safe = sum(1 for f in offered if f.fix["safety"] == "safe")
+    click.echo(f"{safe} fixable with --fix ({len(offered) - safe} more with --fix --unsafe-fixes).")
+
+
+def _add_noqa(result, config: Config, targets: List[str]) -> int:
+    from .discovery import discover, unique
+    from .fix import add_noqa_paths
+
+    by_display = {t.display: t for t in unique(discover(targets, config)) if t.kind == "file"}
+    added = add_noqa_paths(result.findings, by_display)
+    click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
+    return EXIT_CLEAN
 
 
 def _finish(code: int) -> NoReturn:

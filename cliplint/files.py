@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import tempfile
 import tokenize
 from typing import Optional, Tuple
@@ -32,13 +33,26 @@ def decode_python(path: str, data: bytes) -> Tuple[Optional[str], Optional[Findi
     return text.lstrip("\ufeff"), None
 
 
+def encode_python(text: str, original: bytes) -> bytes:
+    """`text` in the encoding `original` was read with (its PEP 263 declaration, its BOM kept)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(original).readline)
+    return text.encode(encoding)
+
+
 def write_atomically(path: str, text: str) -> None:
     """Write via a temporary file in the same folder and rename: never a half-written file."""
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: str, data: bytes) -> None:
+    """The same for bytes; an existing file keeps its permissions (a fixed script stays executable)."""
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".cliplint-", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        if os.path.exists(path):
+            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -25,23 +25,43 @@ class Finding:
     probe: Optional[dict] = field(default=None, compare=False, repr=False)
     verification: Optional[dict] = field(default=None, compare=False)
     cell: Optional[int] = None
+    fix: Optional[dict] = field(default=None, compare=False)  # {"title", "safety"} when the rule offers one
 
     def sort_key(self) -> Tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+
+SAFE, UNSAFE = "safe", "unsafe"
+Change = Tuple["libcst.CSTNode", Optional["libcst.CSTNode"]]  # (node in the tree, its replacement or None: removed)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A rule's automatic fix: libcst replacements of nodes of the checked tree. `safe`: the
+    same behaviour except the bug (applied by `--fix`); `unsafe`: changes behaviour beyond the
+    bug or needs a judgement (applied only with `--unsafe-fixes`)."""
+
+    title: str
+    safety: str
+    changes: Tuple[Change, ...]
+
+    def summary(self) -> dict:
+        return {"title": self.title, "safety": self.safety}
 
 
 class Report:
     """What a rule says about one node (a CST node in Python code; the key, in a training
     config); the engine turns it into a Finding."""
 
-    __slots__ = ("node", "message", "severity", "probe")
+    __slots__ = ("node", "message", "severity", "probe", "fix")
 
     def __init__(self, node: Union["libcst.CSTNode", str], message: str, *, severity: Optional[str] = None,
-                 probe: Optional[dict] = None) -> None:
+                 probe: Optional[dict] = None, fix: Optional[Fix] = None) -> None:
         self.node = node
         self.message = message
         self.severity = severity  # None: the rule's default
         self.probe = probe
+        self.fix = fix
 
 
 @dataclass(frozen=True)

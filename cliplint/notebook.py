@@ -15,7 +15,7 @@ import json
 import re
 import warnings
 from dataclasses import replace
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .files import decode_python
 from .findings import Finding, bad_input, is_syntax_error
@@ -195,3 +195,107 @@ def _stored_names(statement: ast.stmt) -> Set[str]:
         targets = [item.optional_vars for item in statement.items if item.optional_vars is not None]
     return {node.id for target in targets for node in ast.walk(target)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+# --- writing fixed cells back ------------------------------------------------------------------
+# A fixed notebook keeps every byte of its JSON except the `source` values of the cells that
+# changed: key order, indentation, escapes and outputs stay as the notebook's editor wrote them.
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_JSON_SCALAR = re.compile(r"-?[0-9][0-9eE.+-]*|true|false|null")
+
+
+def _skip_value(text: str, at: int) -> int:
+    """The offset just after the JSON value that starts at `at` (whitespace already skipped)."""
+    depth, index = 0, at
+    while True:
+        index = _WHITESPACE.match(text, index).end()
+        char = text[index]
+        if char == '"':
+            index = _JSON_STRING.match(text, index).end()
+        elif char in "[{":
+            depth, index = depth + 1, index + 1
+            continue
+        elif char in "]}":
+            depth, index = depth - 1, index + 1
+        elif char in ",:":
+            index += 1
+            continue
+        else:
+            index = _JSON_SCALAR.match(text, index).end()
+        if depth == 0:
+            return index
+
+
+def _members(text: str, at: int) -> Iterator[Tuple[str, int, int]]:
+    """(key, value start, value end) of the JSON object starting at `at`."""
+    index = _WHITESPACE.match(text, at + 1).end()
+    while text[index] != "}":
+        key_end = _JSON_STRING.match(text, index).end()
+        key = json.loads(text[index:key_end])
+        start = _WHITESPACE.match(text, _WHITESPACE.match(text, key_end).end() + 1).end()
+        end = _skip_value(text, start)
+        yield key, start, end
+        index = _WHITESPACE.match(text, end).end()
+        if text[index] == ",":
+            index = _WHITESPACE.match(text, index + 1).end()
+
+
+def _elements(text: str, at: int) -> Iterator[Tuple[int, int]]:
+    """(start, end) of each element of the JSON array starting at `at`."""
+    index = _WHITESPACE.match(text, at + 1).end()
+    while text[index] != "]":
+        end = _skip_value(text, index)
+        yield index, end
+        index = _WHITESPACE.match(text, end).end()
+        if text[index] == ",":
+            index = _WHITESPACE.match(text, index + 1).end()
+
+
+def source_spans(text: str) -> Dict[int, Tuple[int, int]]:
+    """Cell number (1-based, as in findings) -> where its `source` value sits in the JSON text."""
+    spans: Dict[int, Tuple[int, int]] = {}
+    top = _WHITESPACE.match(text).end()
+    cells = next(((s, e) for key, s, e in _members(text, top) if key == "cells"), None)
+    if cells is None:
+        return spans
+    for number, (start, _) in enumerate(_elements(text, cells[0]), 1):
+        if text[start] == "{":
+            spans.update({number: (s, e) for key, s, e in _members(text, start) if key == "source"})
+    return spans
+
+
+def encode_source(old: str, source: str, ascii_only: bool) -> str:
+    """`source` as a JSON value laid out like `old` (a string, or a list of lines with the
+    same indentation), escaped as the notebook was (`ascii_only`: non-ASCII as \\u escapes)."""
+    if not old.startswith("["):
+        return json.dumps(source, ensure_ascii=ascii_only)
+    lines = re.findall(r"[^\n]*\n|[^\n]+$", source)
+    if not lines:
+        return "[]"
+    opening = re.match(r"\[\s*", old).group()[1:] or "\n"
+    closing = re.search(r"\s*\]$", old).group()[:-1] if old != "[]" else "\n"
+    items = ("," + opening).join(json.dumps(line, ensure_ascii=ascii_only) for line in lines)
+    return "[" + opening + items + closing + "]"
+
+
+def replace_sources(text: str, sources: Dict[int, str]) -> str:
+    """The notebook's JSON text with the given cells' sources replaced and nothing else changed."""
+    spans = source_spans(text)
+    ascii_only = text.isascii() and "\\u" in text
+    for number in sorted(sources, key=lambda n: spans[n][0], reverse=True):
+        start, end = spans[number]
+        text = text[:start] + encode_source(text[start:end], sources[number], ascii_only) + text[end:]
+    return text
+
+
+def cell_sources(data: bytes) -> Dict[int, str]:
+    """The original (not neutralised) source of every code cell."""
+    notebook = json.loads(data.decode("utf-8-sig"))
+    found = {}
+    for number, cell in enumerate(notebook.get("cells", []), 1):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            found[number] = "".join(source) if isinstance(source, list) else source
+    return found

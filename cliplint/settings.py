@@ -29,7 +29,7 @@ DEFAULT_EXCLUDE = (
     ".ipynb_checkpoints",
 )
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-        "force-exclude", "respect-gitignore", "max-file-size", "config-files"}
+        "force-exclude", "respect-gitignore", "max-file-size", "config-files", "fix", "unsafe-fixes"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 DEFAULT_CONFIG_FILES = tuple("*" + suffix for suffix in CONFIG_SUFFIXES)
 # Files that cannot hold optimizer settings: never audited unless named on the command line.
@@ -158,6 +158,8 @@ class Settings:
     respect_gitignore: bool = True
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     config_files: Tuple[str, ...] = DEFAULT_CONFIG_FILES
+    fix: bool = False  # `fix = true`: apply safe fixes as if `--fix` were given
+    unsafe_fixes: bool = False  # `unsafe-fixes = true`: unsafe fixes too
 
     def relative(self, path: str) -> str:
         """`path` relative to the folder of the settings' file, with forward slashes."""
@@ -254,7 +256,7 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
         changes["extend_exclude"] = _strings(table["extend-exclude"], "extend-exclude", where)
     if "config-files" in table:
         changes["config_files"] = _strings(table["config-files"], "config-files", where)
-    for key in ("force-exclude", "respect-gitignore"):
+    for key in ("force-exclude", "respect-gitignore", "fix", "unsafe-fixes"):
         if key in table:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{where}: `{key}` must be true or false, got {table[key]!r}")
@@ -277,6 +279,8 @@ class Overrides:
     exclude: Optional[Sequence[str]] = None
     extend_exclude: Sequence[str] = ()
     force_exclude: Optional[bool] = None
+    fix: Optional[bool] = None
+    unsafe_fixes: Optional[bool] = None
 
     def apply(self, settings: Settings) -> Settings:
         changes: Dict[str, object] = {}
@@ -290,8 +294,9 @@ class Overrides:
             changes["exclude"] = tuple(self.exclude)
         if self.extend_exclude:
             changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
-        if self.force_exclude is not None:
-            changes["force_exclude"] = self.force_exclude
+        for flag in ("force_exclude", "fix", "unsafe_fixes"):
+            if getattr(self, flag) is not None:
+                changes[flag] = getattr(self, flag)
         return replace(settings, **changes)
 
 

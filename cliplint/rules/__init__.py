@@ -42,6 +42,7 @@ class Rule:
     why: str = ""
     example: str = ""
     instead: str = ""
+    fixes: str = ""  # what `--fix` does and its safety (the rule page's "Fix" section)
     VALID: List[str] = []
     INVALID: List[Invalid] = []
 
@@ -84,6 +85,7 @@ class Rule:
             textwrap.dedent(cls.instead).strip(),
             "```",
             "",
+            *(["## Fix", "", textwrap.dedent(cls.fixes).strip(), ""] if cls.fixes else []),
             f"Examples checked by the test suite: {len(cls.VALID)} valid, {len(cls.INVALID)} invalid.",
             "",
         ]

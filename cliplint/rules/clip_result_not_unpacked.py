@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts, callee
-from ..findings import Report
+from ..findings import SAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS
 from ..flow.nodes import arg
 from ..flow.snippets import origin_name
@@ -55,6 +55,11 @@ class ClipResultNotUnpacked(Rule):
         grads, global_norm = tf.clip_by_global_norm(grads, 1.0)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     """
+    fixes = """
+        **Safe**: `grads = tf.clip_by_global_norm(grads, c)` becomes
+        `grads, _ = tf.clip_by_global_norm(grads, c)`; a call passed straight on gets `[0]`.
+        Not offered when the name is also indexed (`pair[1]` wants the norm).
+    """
     VALID = [
         "import tensorflow as tf\ngrads, _ = tf.clip_by_global_norm(grads, 1.0)\nopt.apply_gradients(zip(grads, vs))\n",
         "import tensorflow as tf\ngrads = tf.clip_by_global_norm(grads, 1.0)[0]\nopt.apply_gradients(zip(grads, vs))\n",
@@ -96,6 +101,21 @@ class ClipResultNotUnpacked(Rule):
             elif isinstance(parent, cst.Arg) and _gradient_use(ctx, call) is not None:
                 yield self._report(ctx, call, None, ctx.parent.get(parent), None)
 
+    @staticmethod
+    def _fix(ctx: Context, call: cst.Call, assign: Optional[cst.Assign], name: Optional[str]) -> Optional[Fix]:
+        """Unpack the pair where it is assigned, or take its first element where it is passed on.
+        Not offered when some use of the name indexes it (`pair[1]` wants the norm)."""
+        if assign is None:
+            zero = cst.SubscriptElement(cst.Index(cst.Integer("0")))
+            return Fix("take the clipped list: `clip_by_global_norm(...)[0]`", SAFE,
+                       ((call, cst.Subscript(value=call, slice=[zero])),))
+        uses = ctx.flow.uses_after(name, assign)
+        if any(isinstance(ctx.parent.get(u), cst.Subscript) for u in uses):
+            return None
+        target = assign.targets[0].target
+        pair = cst.Tuple([cst.Element(target), cst.Element(cst.Name("_"))], lpar=[], rpar=[])
+        return Fix(f"unpack the pair: `{name}, _ = clip_by_global_norm(...)`", SAFE, ((target, pair),))
+
     def _report(self, ctx: Context, call, assign, use, name) -> Report:
         shown = f"`{name}` holds" if name else "this passes on"
         fix = f"`{name}, global_norm = tf.clip_by_global_norm(...)`" if name else "`tf.clip_by_global_norm(...)[0]`"
@@ -109,5 +129,6 @@ class ClipResultNotUnpacked(Rule):
                    "statement": ctx.flow.snippet(assign) if assign is not None else None,
                    "use": ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
                    "gradients": (ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)
-                                 else origin_name(ctx.flow, grads) if grads else None)})
+                                 else origin_name(ctx.flow, grads) if grads else None)},
+            fix=self._fix(ctx, call, assign, name))
 

@@ -9,7 +9,8 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
-from ..findings import Report
+from ..edits import block_encloses
+from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS, reaches_apply
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import probe_roles
@@ -99,6 +100,10 @@ class ClippedGradientsUnused(Rule):
         grads, _ = tf.clip_by_global_norm(grads, 1.0)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     """
+    fixes = """
+        **Unsafe** (training changes, as intended): the apply call receives the clipped name.
+        Not offered when the clip sits in a branch or loop the apply call is not in.
+    """
     VALID = [
         "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
         "opt.apply_gradients(zip(clipped, vs))\n",
@@ -176,4 +181,18 @@ class ClippedGradientsUnused(Rule):
             f"Pass `{clipped}` instead."),
             probe={"kind": "unused", "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
                    "threshold": ctx.flow.snippet(arg(call, 1, "clip_norm")) if call is not None else None,
-                   **roles, "gradients": source.value})
+                   **roles, "gradients": source.value},
+            fix=self._fix(ctx, assign, apply, clipped, source))
+
+    @staticmethod
+    def _fix(ctx: Context, assign, apply: cst.Call, clipped: str, source: cst.Name) -> Optional[Fix]:
+        """Pass the clipped list: every use of the unclipped name in the apply call becomes the
+        clipped one. Unsafe: training changes (as intended). Not offered when the clip is in a
+        branch or loop the apply is not in (the clipped name may not exist there)."""
+        if not block_encloses(ctx, assign, apply):
+            return None
+        before = ctx.flow.binding_of(source)
+        uses = [n for n in walk(apply) if isinstance(n, cst.Name) and n.value == source.value
+                and ctx.flow.binding_of(n) == before]
+        return Fix(f"apply the clipped gradients `{clipped}`", UNSAFE,
+                   tuple((use, use.with_changes(value=clipped)) for use in uses)) if uses else None

@@ -7,7 +7,8 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..edits import statement_line, without_keywords
+from ..findings import UNSAFE, Fix, Report
 from ..flow.local import UNKNOWN
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
@@ -65,6 +66,15 @@ class ConflictingClipOptions(Rule):
     instead = """
         # one bound on the whole update (what tf.clip_by_global_norm does):
         optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3, global_clipnorm=1.0)
+    """
+    fixes = """
+        **Unsafe**, and it keeps what the code did where it ran: tf-keras builds
+        `clipnorm=...` (or `global_clipnorm=...`) with `clipvalue=...` and ignores `clipvalue`
+        (Keras 3 raises), so the fix drops `clipvalue`. For an option set after construction,
+        the one that applied (`clipnorm`, then `global_clipnorm`, then `clipvalue`) is kept: the
+        losing assignment is removed, or the constructor keywords it overrode. Not offered for
+        `clipnorm` with `global_clipnorm` (raises everywhere: your choice) or for legacy
+        optimizers (they apply both).
     """
     VALID = [
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0)\n",
@@ -130,11 +140,27 @@ class ConflictingClipOptions(Rule):
             options = self._options(ctx, call)
             if options is not None and len(options) > 1:
                 yield Report(call, f"{construction_message(options)}.",
-                             probe={"kind": "construct", "call": ctx.flow.snippet(call)})
+                             probe={"kind": "construct", "call": ctx.flow.snippet(call)},
+                             fix=self._construction_fix(ctx, call, options))
         for assign in ctx.nodes(cst.Assign):
             report = self._late_attribute(ctx, assign)
             if report is not None:
                 yield report
+
+    @staticmethod
+    def _construction_fix(ctx: Context, call: cst.Call, options: Options) -> Optional[Fix]:
+        """Keep what took effect where this code ran: tf-keras builds the optimizer and ignores
+        `clipvalue` next to `clipnorm` or `global_clipnorm` (Keras 3 raises), so the fix drops
+        `clipvalue`. Not offered for `clipnorm` with `global_clipnorm` (raises everywhere: the
+        choice is the author's), for legacy optimizers (they apply both), or for options that
+        are not keywords of this call."""
+        name = ctx.call_name(call) or ""
+        keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+        if set(options) != {"clipvalue", _precedence(options)} or "legacy" in name \
+                or not set(options) <= keywords:
+            return None
+        return Fix(f"drop `clipvalue` (tf-keras ignored it; `{_precedence(options)}` applied)", UNSAFE,
+                   ((call, without_keywords(call, ["clipvalue"])),))
 
     def _options(self, ctx: Context, call: cst.Call) -> Optional[Options]:
         """The clip options known to be set (not None) by an optimizer-building call."""
@@ -205,4 +231,26 @@ class ConflictingClipOptions(Rule):
             f"this never raises, and in Keras 3 and tf-keras only `{winner}` applies "
             f"(legacy optimizers apply both). Set exactly one clip option in the constructor."),
             probe={"kind": "late-attribute", "call": ctx.flow.snippet(built),
-                   "attribute": late, "value": ctx.flow.snippet(assign.value)})
+                   "attribute": late, "value": ctx.flow.snippet(assign.value)},
+            fix=self._late_fix(ctx, assign, built, options, late, winner))
+
+    @staticmethod
+    def _late_fix(ctx: Context, assign: cst.Assign, built: cst.Call, options: Options, late: str,
+                  winner: str) -> Optional[Fix]:
+        """Keep the option that applied (Keras 3 and tf-keras: `clipnorm`, then `global_clipnorm`,
+        then `clipvalue`): remove the assignment when it lost, or the constructor keywords it
+        overrode when it won. Not for legacy optimizers (they apply both)."""
+        if "legacy" in (ctx.call_name(built) or ""):
+            return None
+        if winner != late:
+            line = statement_line(ctx, assign)
+            if line is None:
+                return None
+            return Fix(f"remove `{ctx.text(assign.targets[0].target)} = ...` (it had no effect; "
+                       f"`{winner}` applied)", UNSAFE, ((assign if len(line.body) > 1 else line, None),))
+        keywords = {a.keyword.value for a in built.args if a.keyword is not None}
+        if not set(options) <= keywords:
+            return None
+        listed = ", ".join(f"`{o}`" for o in options)
+        return Fix(f"drop {listed} from the constructor (`{late}` set later overrode it)", UNSAFE,
+                   ((built, without_keywords(built, options)),))

@@ -100,6 +100,9 @@ class InvalidClipThreshold(Rule):
         optimizer = tf.keras.optimizers.Adam(1e-3, clipnorm=1.0)
         grads = [tf.clip_by_value(g, -1.0, 1.0) for g in grads]
     """
+    fixes = """
+        No automatic fix: only you know the threshold you meant.
+    """
     VALID = [
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0)\ng = tf.clip_by_value(g, -1.0, 1.0)\n",
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=None)\n",

@@ -1,20 +1,39 @@
 """CL004 log-of-softmax."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
-from ..flow.nodes import arg
+from ..edits import negated, rebound_between, renamed_callee, spelled
+from ..findings import SAFE, UNSAFE, Fix, Report
+from ..flow.local import UNKNOWN
+from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import SIGMOID, SOFTMAX
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
 SAMPLERS = {"tensorflow.random.categorical", "tensorflow.random.stateless_categorical"}
+# What a fix may remove between the log and the softmax: an epsilon added, a clip or a floor.
+PADDING = {"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
+           "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"}
+# The log-space function for each softmax/sigmoid: (its name in the same namespace, canonical
+# names that name it, canonical names to spell it with the file's aliases otherwise).
+LOG_FORMS = {
+    "tensorflow.nn.softmax": ("log_softmax", ("tensorflow.nn.log_softmax", "tensorflow.math.log_softmax")),
+    "keras.ops.softmax": ("log_softmax", ("keras.ops.log_softmax",)),
+    "keras.activations.softmax": (None, ("tensorflow.nn.log_softmax", "keras.ops.log_softmax")),
+    "keras.backend.softmax": (None, ("tensorflow.nn.log_softmax", "keras.ops.log_softmax")),
+    "tensorflow.math.sigmoid": ("log_sigmoid", ("tensorflow.math.log_sigmoid",)),
+    "keras.ops.sigmoid": ("log_sigmoid", ("keras.ops.log_sigmoid",)),
+    "keras.activations.sigmoid": (None, ("tensorflow.math.log_sigmoid", "keras.ops.log_sigmoid")),
+    "keras.backend.sigmoid": (None, ("tensorflow.math.log_sigmoid", "keras.ops.log_sigmoid")),
+}
+
+
 class LogOfSoftmax(Rule):
     code = "CL004"
     name = "log-of-softmax"
@@ -41,6 +60,16 @@ class LogOfSoftmax(Rule):
     instead = """
         loss = -tf.reduce_sum(labels * tf.nn.log_softmax(logits), axis=-1)
         # or: tf.keras.losses.CategoricalCrossentropy(from_logits=True)(labels, logits)
+    """
+    fixes = """
+        **Safe** when the log directly wraps the call: `log(softmax(x, axis))` becomes
+        `log_softmax(x, axis)`, `log(sigmoid(x))` becomes `log_sigmoid(x)` and
+        `log(1 - sigmoid(x))` becomes `log_sigmoid(-x)`, in the namespace the file already uses
+        (`tf.nn`, `keras.ops`; `tf.math.log_sigmoid` for a sigmoid). **Unsafe** when the fix
+        removes something on the way: an epsilon, a clip, or a name holding the softmax (the
+        name stays, its other uses are untouched). Not offered when a probability is picked out
+        of the softmax (indexing, `gather`), the softmax's inputs change in between, or no
+        import of the file names the log form (a fix never adds an import).
     """
     VALID = [
         "import tensorflow as tf\nloss = -tf.reduce_sum(y * tf.nn.log_softmax(logits), axis=-1)\n",
@@ -90,7 +119,8 @@ class LogOfSoftmax(Rule):
                 continue
             source = ctx.flow.probability(arg(call, 0, "x"))
             if source is not None:
-                yield Report(call, self._message(*source), probe=self._probe(ctx, call, source))
+                yield Report(call, self._message(*source), probe=self._probe(ctx, call, source),
+                             fix=self._fix(ctx, call, source))
 
     @staticmethod
     def _message(kind: str, node: cst.CSTNode, padded: bool) -> str:
@@ -104,6 +134,83 @@ class LogOfSoftmax(Rule):
         return (f"log of a sigmoid output: the sigmoid underflows to {'1' if kind == '1-sigmoid' else '0'} "
                 f"for large logits, giving -inf and NaN gradients.{hidden} Use `{fix}` or "
                 f"`tf.nn.sigmoid_cross_entropy_with_logits`.")
+
+    def _fix(self, ctx: Context, log: cst.Call, source: Source) -> Optional[Fix]:
+        """`log(softmax(x))` -> `log_softmax(x)`, `log(1 - sigmoid(x))` -> `log_sigmoid(-x)`. Safe
+        when the log directly wraps the call; unsafe when a name, an epsilon or a clip is
+        removed on the way. None when the value is picked out of the softmax (indexing,
+        `gather`), the softmax has arguments the log form does not take, its inputs change
+        between the two, or the file imports nothing that names the log form."""
+        kind, node, _ = source
+        name = ctx.call_name(node) if isinstance(node, cst.Call) else None
+        if name not in LOG_FORMS or any(a.star for a in node.args):
+            return None
+        path = self._path(ctx, arg(log, 0, "x"), node, kind, [])
+        if path is None or not self._same_inputs(ctx, node, log):
+            return None
+        renamed, targets = LOG_FORMS[name]
+        func = renamed_callee(ctx.imports, node.func, renamed, targets) if renamed else spelled(ctx.imports, targets)
+        args = self._arguments(node, kind)
+        if func is None or args is None:
+            return None
+        fixed = cst.Call(func=func, args=args)
+        safety = SAFE if not path else UNSAFE
+        removed = f" (removes {', '.join(path)})" if path else ""
+        return Fix(f"use `{ctx.text(fixed)}`{removed}", safety, ((log, fixed),))
+
+    def _path(self, ctx: Context, expr, node: cst.Call, kind: str, removed: list) -> Optional[list]:
+        """What lies between the log's argument and the softmax call: [] when it is the call
+        itself, else what a fix would remove (a name, an epsilon, a clip); None when the value
+        is not the whole softmax output (indexed, gathered, multiplied)."""
+        if expr is node:
+            return removed
+        if len(removed) > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            value = ctx.flow.value_of(expr)
+            return None if value is expr else self._path(ctx, value, node, kind, removed + [f"`{expr.value}`"])
+        if isinstance(expr, cst.BinaryOperation):
+            left, right = expr.left, expr.right
+            if kind == "1-sigmoid" and isinstance(expr.operator, cst.Subtract) and ctx.flow.constant(left) == 1:
+                return self._path(ctx, right, node, "sigmoid", removed)
+            if isinstance(expr.operator, cst.Add):
+                if ctx.flow.constant(right) is not UNKNOWN or isinstance(right, cst.Name):
+                    return self._path(ctx, left, node, kind, removed + ["the epsilon"])
+                if ctx.flow.constant(left) is not UNKNOWN or isinstance(left, cst.Name):
+                    return self._path(ctx, right, node, kind, removed + ["the epsilon"])
+            return None
+        if isinstance(expr, cst.Call) and ctx.call_name(expr) in PADDING:
+            return self._path(ctx, arg(expr, 0, "x"), node, kind, removed + [f"`{ctx.text(expr.func)}`"])
+        return None
+
+    @staticmethod
+    def _same_inputs(ctx: Context, softmax: cst.Call, log: cst.Call) -> bool:
+        """The softmax's inputs mean the same at the log: plain names, attributes and constants,
+        none of them assigned in between (a call could be random or have side effects)."""
+        if ctx.encloses(log, softmax):
+            return True
+        scope = ctx.flow.scope_of(softmax)
+        if ctx.flow.scope_of(log) is not scope or ctx.pre[softmax] > ctx.pre[log]:
+            return False
+        for argument in softmax.args:
+            for sub in walk(argument.value):
+                if isinstance(sub, cst.Call):
+                    return False
+                if isinstance(sub, cst.Name) and rebound_between(ctx, sub.value, scope, ctx.pre[softmax], ctx.pre[log]):
+                    return False
+        return True
+
+    @staticmethod
+    def _arguments(node: cst.Call, kind: str) -> Optional[tuple]:
+        """The log form's arguments: the softmax's own (same signature: `x, axis`), or for a
+        sigmoid its one input, negated for `1 - sigmoid(x)`."""
+        keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if "softmax" in kind:
+            return tuple(node.args) if keywords <= {"axis"} else None
+        if keywords or len(node.args) != 1:
+            return None
+        x = node.args[0].value
+        return (cst.Arg(negated(x) if kind == "1-sigmoid" else x),)
 
     def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
         kind, node, padded = source

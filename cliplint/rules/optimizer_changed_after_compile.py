@@ -70,6 +70,9 @@ class OptimizerChangedAfterCompile(Rule):
         # or, to change it between fits, compile again:
         # model.optimizer.clipnorm = 1.0; model.compile(optimizer=model.optimizer, loss="mse")
     """
+    fixes = """
+        No automatic fix: whether to move the change before training or recompile is your call.
+    """
     VALID = [
         # learning-rate changes work at any time
         "import tensorflow as tf\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n"

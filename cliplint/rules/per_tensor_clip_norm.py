@@ -7,9 +7,10 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..edits import renamed_callee
+from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import reaches_apply
-from ..flow.nodes import arg
+from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
 from . import Invalid, Rule
 
@@ -75,6 +76,12 @@ class PerTensorClipNorm(Rule):
         grads, global_norm = tf.clip_by_global_norm(grads, 1.0)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
     """
+    fixes = """
+        **Unsafe** (it changes the training dynamics, as intended):
+        `[tf.clip_by_norm(g, c) for g in grads]` becomes `tf.clip_by_global_norm(grads, c)[0]`.
+        Only for a plain comprehension over a named list; loops that append, `map` and filtered
+        comprehensions are left to you.
+    """
     VALID = [
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, model.trainable_variables)\n"
@@ -116,6 +123,27 @@ class PerTensorClipNorm(Rule):
                 "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
     ]
 
+    @staticmethod
+    def _fix(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[Fix]:
+        """`[tf.clip_by_norm(g, c) for g in grads]` -> `tf.clip_by_global_norm(grads, c)[0]`: one
+        factor for all gradients. Unsafe: it changes the update, as intended. Only for a plain
+        comprehension over a named list (a filter would make the lists differ in length:
+        `clip_by_global_norm` keeps None entries)."""
+        if not isinstance(owner, (cst.ListComp, cst.GeneratorExp)) or owner.elt is not call:
+            return None
+        loop = owner.for_in
+        threshold = arg(call, 1, "clip_norm")
+        if loop.ifs or loop.inner_for_in is not None or not isinstance(loop.iter, cst.Name) \
+                or not isinstance(loop.target, cst.Name) or threshold is None or len(call.args) != 2 \
+                or any(isinstance(n, cst.Name) and n.value == loop.target.value for n in walk(threshold)):
+            return None
+        func = renamed_callee(ctx.imports, call.func, "clip_by_global_norm", ("tensorflow.clip_by_global_norm",))
+        if func is None:
+            return None
+        clipped = cst.Call(func=func, args=[cst.Arg(loop.iter), cst.Arg(threshold)])
+        first = cst.Subscript(value=clipped, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
+        return Fix(f"clip the global norm: `{ctx.text(first)}`", UNSAFE, ((owner, first),))
+
     def could_fire(self, facts: Facts) -> bool:
         return facts.has("clip_by_norm") and facts.iterates_gradients()
 
@@ -140,4 +168,5 @@ class PerTensorClipNorm(Rule):
                     probe={"kind": "per-tensor", "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
                            "result": produced.value if isinstance(produced, cst.Name) else None,
                            "appends": appended_lists(owner),
-                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow.gradients, element[1].value)})
+                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow.gradients, element[1].value)},
+                    fix=self._fix(ctx, call, owner))

@@ -1,13 +1,14 @@
 """CL008 removed-numerics-check."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..edits import spelled
+from ..findings import UNSAFE, Fix, Report
 from ..names import dotted_name
 from . import Invalid, Rule
 
@@ -47,6 +48,12 @@ class RemovedNumericsCheck(Rule):
         def train_step(x, y):
             ...
     """
+    fixes = """
+        **Unsafe**: an `add_check_numerics_ops()` statement becomes
+        `tf.debugging.enable_check_numerics()` (spelled with the file's TensorFlow alias); it
+        checks every op from then on, which is slower, and is best moved before training.
+        Not offered when the result is assigned (it was meant for `sess.run`).
+    """
     VALID = [
         "import tensorflow as tf\ntf.debugging.enable_check_numerics()\n",
         # TF 1 graph code run through compat.v1 with eager execution turned off
@@ -72,16 +79,29 @@ class RemovedNumericsCheck(Rule):
         if not calls or self._graph_mode_module(ctx):
             return
         for call in calls:
-            spelled = dotted_name(call.func) or ""
-            full = ctx.imports.aliases.get(spelled.split(".")[0], "")
-            top_level = "compat" not in f"{full}.{spelled}"
+            spelled_as = dotted_name(call.func) or ""
+            full = ctx.imports.aliases.get(spelled_as.split(".")[0], "")
+            top_level = "compat" not in f"{full}.{spelled_as}"
             what = ("is gone from TF 2: calling it raises `AttributeError: module 'tensorflow' has no attribute "
                     "'add_check_numerics_ops'`" if top_level else
                     "raises `RuntimeError: add_check_numerics_ops() is not compatible with eager execution`; "
                     "inside a `tf.function` it only covers ops created before the call, so placed first it "
                     "checks nothing")
-            yield Report(call, f"`{spelled}()` {what}. Call `tf.debugging.enable_check_numerics()` once instead.",
-                         probe={"kind": "numerics", "call": ctx.flow.snippet(call)})
+            yield Report(call, f"`{spelled_as}()` {what}. Call `tf.debugging.enable_check_numerics()` once instead.",
+                         probe={"kind": "numerics", "call": ctx.flow.snippet(call)}, fix=self._fix(ctx, call))
+
+    @staticmethod
+    def _fix(ctx: Context, call: cst.Call) -> Optional[Fix]:
+        """`tf.debugging.enable_check_numerics()` in its place, spelled with the file's own
+        TensorFlow alias. Unsafe: it checks every op from then on (slower), and inside a
+        `tf.function` it is better moved before training. Only for a call used as a statement
+        (an assigned result was meant for `sess.run`)."""
+        if not isinstance(ctx.parent.get(call), cst.Expr) or call.args:
+            return None
+        func = spelled(ctx.imports, ("tensorflow.debugging.enable_check_numerics",))
+        if func is None:
+            return None
+        return Fix(f"call `{ctx.text(func)}()` instead", UNSAFE, ((call, call.with_changes(func=func)),))
 
     @staticmethod
     def _graph_mode_module(ctx: Context) -> bool:

@@ -7,7 +7,8 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..edits import without_keywords
+from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
@@ -53,6 +54,11 @@ class SoftmaxThenFromLogits(Rule):
         model = tf.keras.Sequential([..., tf.keras.layers.Dense(10)])   # logits
         model.compile(optimizer="adam",
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    """
+    fixes = """
+        **Unsafe**: `from_logits=True` is dropped from the loss, so the model keeps returning
+        probabilities (what `predict` gave all along). The other cure, a linear last layer, is
+        left to you. Not offered for `*_with_logits` ops or serialized loss configs.
     """
     VALID = [
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
@@ -152,4 +158,18 @@ class SoftmaxThenFromLogits(Rule):
             f"the loss applies {kind} itself (`from_logits=True`), but the model output already went through "
             f"{kind} (`{where[:80]}`): {kind} is applied twice, so the loss is flattened and the gradients are tiny; "
             f"training plateaus without an error. Make the last layer linear, or drop `from_logits=True`."),
-            probe=probe)
+            probe=probe, fix=self._fix(ctx, node))
+
+    @staticmethod
+    def _fix(ctx: Context, loss) -> Optional[Fix]:
+        """Drop `from_logits=True` from the loss: the model keeps returning probabilities (what
+        `predict` gave all along) and the loss takes them as such. Unsafe: the other choice, a
+        linear last layer, changes what the model returns. Only where the keyword is written
+        on a loss constructor or loss function call (not `*_with_logits` ops or dict configs)."""
+        call = ctx.flow.value_of(loss)
+        if not isinstance(call, cst.Call) or not (ctx.call_name(call) in LOSS_CLASSES or ctx.call_name(call) in LOSS_FUNCTIONS):
+            return None
+        if not any(a.keyword is not None and a.keyword.value == "from_logits" and _true(ctx, a.value) for a in call.args):
+            return None
+        return Fix("drop `from_logits=True` (the model outputs probabilities)", UNSAFE,
+                   ((call, without_keywords(call, ["from_logits"])),))

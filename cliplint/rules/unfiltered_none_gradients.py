@@ -7,7 +7,8 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import GRADIENT_CALLS, Facts
-from ..findings import Report
+from ..edits import rebound_between, statement_line
+from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
@@ -73,6 +74,12 @@ class UnfilteredNoneGradients(Rule):
         grads = tape.gradient(loss, model.trainable_variables)
         pairs = [(g, v) for g, v in zip(grads, model.trainable_variables) if g is not None]
         optimizer.apply_gradients(pairs)
+    """
+    fixes = """
+        **Unsafe**: `grads = [g for g in grads if g is not None]` followed by
+        `zip(grads, variables)` becomes `[(g, v) for g, v in zip(grads, variables) if g is not None]`
+        with the filtering line removed, when that line is a plain filter used by this zip
+        alone. Part (a), an op applied to a None entry, has no automatic fix.
     """
     VALID = [
         "import tensorflow as tf\n"
@@ -210,7 +217,38 @@ class UnfilteredNoneGradients(Rule):
                 severity="error", probe={"kind": "misaligned", "zip": ctx.flow.snippet(call),
                           "statements": [ctx.flow.snippet(s) for s in self._statements(ctx, call)],
                           "gradients": origin_name(ctx.flow, grads), "variables": ctx.text(grads.sources)
-                          if grads.sources is not None else None})
+                          if grads.sources is not None else None},
+                fix=self._pairs_fix(ctx, call))
+
+    @staticmethod
+    def _pairs_fix(ctx: Context, call: cst.Call) -> Optional[Fix]:
+        """`grads = [g for g in G if g is not None]` ... `zip(grads, V)` -> the pairs filtered
+        together, `[(g, v) for g, v in zip(G, V) if g is not None]`, and the filtering line
+        removed. Only when that line is a plain filter whose result is used by this zip alone,
+        and `G` still means the same list at the zip."""
+        zipped = call.args[0].value
+        binding = ctx.flow.binding_of(zipped) if isinstance(zipped, cst.Name) else None
+        if binding is None or binding.kind != "assign" or binding.path or len(call.args) != 2:
+            return None
+        comp, assign = binding.value, binding.owner
+        line = statement_line(ctx, assign)
+        if not isinstance(comp, cst.ListComp) or line is None or len(line.body) != 1 \
+                or comp.for_in.inner_for_in is not None or len(comp.for_in.ifs) != 1:
+            return None
+        element, source = comp.for_in.target, comp.for_in.iter
+        if not (isinstance(element, cst.Name) and isinstance(comp.elt, cst.Name) and comp.elt.value == element.value
+                and isinstance(source, cst.Name) and tests_none(comp.for_in.ifs[0].test, element.value)):
+            return None
+        uses = ctx.flow.uses_after(zipped.value, assign)
+        scope = ctx.flow.scope_of(call)
+        if uses != [zipped] or ctx.flow.scope_of(assign) is not scope \
+                or rebound_between(ctx, source.value, scope, ctx.post[assign], ctx.pre[call]):
+            return None
+        g = element.value
+        v = "v" if g != "v" else "var"
+        pairs = cst.parse_expression(
+            f"[({g}, {v}) for {g}, {v} in zip({source.value}, {ctx.text(call.args[1].value)}) if {g} is not None]")
+        return Fix("filter the (gradient, variable) pairs together", UNSAFE, ((call, pairs), (line, None)))
 
     def _all_variables(self, ctx: Context, expr, grads: GradList) -> bool:
         value = ctx.flow.value_of(expr)

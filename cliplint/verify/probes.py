@@ -405,8 +405,14 @@ def _probabilities(probe: dict, logits, assumptions: List[str]):
 
 
 def _log_value(probe: dict, logits, assumptions: List[str]):
-    probabilities = _probabilities(probe, logits, assumptions)
     log = probe["log"]
+    if probe.get("fixed"):  # an autofix's log-space expression: its one unknown input is the logits
+        unknown = [n for n in free_names(log["code"]) if n not in log.get("imports", {})
+                   and n not in log.get("constants", {})]
+        if len(unknown) != 1:
+            raise ValueError(f"the fixed expression has {len(unknown)} unknown inputs, not just the logits")
+        return execute(log["code"], namespace(log, {unknown[0]: logits}, assumptions))
+    probabilities = _probabilities(probe, logits, assumptions)
     tree = _tree(log["code"])
     if probe.get("source") is not None:
         replacer = _Replace(_tree(probe["source"]["code"]).body[0].value)
