@@ -7,9 +7,9 @@ from typing import Iterator, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import Context
+from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
-from ..edits import block_encloses
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS, reaches_apply
 from ..flow.nodes import arg, target_names, walk

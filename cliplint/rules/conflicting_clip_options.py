@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Dict, Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts
 from ..edits import statement_line, without_keywords
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.local import UNKNOWN
 from ..flow.nodes import arg

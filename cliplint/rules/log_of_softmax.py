@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts
 from ..edits import negated, rebound_between, renamed_callee, spelled
+from ..facts import Facts
 from ..findings import SAFE, UNSAFE, Fix, Report
 from ..flow.local import UNKNOWN
 from ..flow.nodes import arg, walk

@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts
 from ..edits import renamed_callee
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import reaches_apply
 from ..flow.nodes import arg, walk

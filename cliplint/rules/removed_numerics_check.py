@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts
 from ..edits import spelled
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..names import dotted_name
 from . import Invalid, Rule

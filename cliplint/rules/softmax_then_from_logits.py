@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts
 from ..edits import without_keywords
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule

@@ -6,8 +6,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import GRADIENT_CALLS, Facts
 from ..edits import rebound_between, statement_line
+from ..facts import GRADIENT_CALLS, Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk

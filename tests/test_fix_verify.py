@@ -1,0 +1,34 @@
+"""`--fix --verify`: each fix's probe runs on the fixed snippet with real TensorFlow (no mocks)."""
+import pytest
+
+from cliplint.fix import FixVerifier, offered
+from cliplint.rules import ALL_RULES
+
+pytest.importorskip("tensorflow")
+
+
+@pytest.fixture(scope="module")
+def verifier():
+    session = FixVerifier(timeout=120)
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("code,source", [
+    ("CL004", "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n"),
+    ("CL005", ALL_RULES["CL005"].INVALID[2].source),
+    pytest.param("CL006", ALL_RULES["CL006"].INVALID[0].source, marks=pytest.mark.xfail(
+        reason="the CL006 probe cannot yet run the unpacked statement: NameError for `_` (probe hook to do)",
+        strict=True)),
+])
+def test_fix_is_verified_with_tensorflow(verifier, code, source):
+    edit = offered("x.py", source, [ALL_RULES[code]])[0]
+    ok, note = verifier(edit)
+    assert ok and note.startswith("fixed and verified:"), note
+
+
+def test_a_fix_whose_fixed_snippet_still_reproduces_is_refused(verifier):
+    edit = offered("x.py", "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", [ALL_RULES["CL004"]])[0]
+    still_broken = {**edit.fixed_probe, "log": {**edit.fixed_probe["log"], "code": "tf.math.log(tf.nn.softmax(logits))"}}
+    ok, note = verifier(type(edit)(**{**edit.__dict__, "fixed_probe": still_broken}))
+    assert not ok and note.startswith("fix not applied"), note
