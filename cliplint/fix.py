@@ -28,7 +28,7 @@ from .findings import SAFE, Finding, Fix, bad_input
 from .lint import prefilter
 from .notebook import Program, cell_sources, python_cells, replace_sources
 from .rules import ALL_RULES
-from .suppress import noqa_comments
+from .suppress import NOQA, noqa_comments
 
 MAX_ROUNDS = 6
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -331,7 +331,8 @@ def fix_notebook(path: str, display: str, data: bytes, rules: Sequence, unsafe: 
                                for edit, (number, _, _) in placed)
     changed = {n: s for n, s in sources.items() if s != original[n]}
     after = replace_sources(raw, changed).encode("utf-8") if changed else data
-    diff = "".join(_diff(original[n], changed[n], f"{display}:cell {n}", f"{display}:cell {n}") for n in sorted(changed))
+    diff = "".join(_diff(original[n], changed[n], f"{display}:cell {n}", f"{display}:cell {n}")
+                   for n in sorted(changed))
     return FileFix(display, data, after, outcome.applied, outcome.refused, outcome.notes, diff)
 
 
@@ -357,11 +358,10 @@ def add_noqa_text(text: str, findings: Sequence[Finding]) -> Tuple[str, int]:
         ending = body[len(body.rstrip("\r\n")):]
         body = body[:len(body) - len(ending)]
         if number in existing and existing[number] is None:
-            continue  # a bare `# noqa` already suppresses everything
+            continue  # a noqa comment without codes already suppresses everything
         merged = sorted(codes | (existing.get(number) or set()))
         if number in existing:
-            body = re.sub(r"#\s*noqa(?::\s?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*)?",
-                          "# noqa: " + ", ".join(merged), body, count=1, flags=re.IGNORECASE)
+            body = NOQA.sub("# noqa: " + ", ".join(merged), body, count=1)
         else:
             body = body.rstrip() + "  # noqa: " + ", ".join(merged)
         lines[number - 1] = body + ending

@@ -10,7 +10,7 @@ import re
 import tokenize
 from typing import Dict, Optional, Set, Tuple
 
-_NOQA = re.compile(r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+NOQA = re.compile(r"#\s*noqa(?::\s?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _FILE_NOQA = re.compile(
     r"^\s*#\s*cliplint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?\s*$", re.IGNORECASE)
 _NOQA_WORD = re.compile("noqa", re.IGNORECASE)
@@ -32,7 +32,7 @@ def noqa_comments(source: str) -> Dict[int, Optional[Set[str]]]:
         tokens = []
     for tok in tokens:
         if tok.type == tokenize.COMMENT:
-            match = _NOQA.search(tok.string)
+            match = NOQA.search(tok.string)
             if match:
                 found[tok.start[0]] = _codes(match.group("codes"))
     return found
@@ -42,7 +42,7 @@ def noqa_lines(text: str) -> Dict[int, Optional[Set[str]]]:
     """The same, for YAML and TOML: a `#` starts a comment there too, line by line."""
     found: Dict[int, Optional[Set[str]]] = {}
     for number, line in enumerate(text.splitlines(), 1):
-        match = _NOQA.search(line)
+        match = NOQA.search(line)
         if match:
             found[number] = _codes(match.group("codes"))
     return found

@@ -28,7 +28,9 @@ def test_fix_is_verified_with_tensorflow(verifier, code, source):
 
 
 def test_a_fix_whose_fixed_snippet_still_reproduces_is_refused(verifier):
-    edit = offered("x.py", "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", [ALL_RULES["CL004"]])[0]
-    still_broken = {**edit.fixed_probe, "log": {**edit.fixed_probe["log"], "code": "tf.math.log(tf.nn.softmax(logits))"}}
+    source = "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n"
+    edit = offered("x.py", source, [ALL_RULES["CL004"]])[0]
+    unfixed_log = {**edit.fixed_probe["log"], "code": "tf.math.log(tf.nn.softmax(logits))"}
+    still_broken = {**edit.fixed_probe, "log": unfixed_log}
     ok, note = verifier(type(edit)(**{**edit.__dict__, "fixed_probe": still_broken}))
     assert not ok and note.startswith("fix not applied"), note

@@ -167,9 +167,11 @@ class SoftmaxThenFromLogits(Rule):
         linear last layer, changes what the model returns. Only where the keyword is written
         on a loss constructor or loss function call (not `*_with_logits` ops or dict configs)."""
         call = ctx.flow.value_of(loss)
-        if not isinstance(call, cst.Call) or not (ctx.call_name(call) in LOSS_CLASSES or ctx.call_name(call) in LOSS_FUNCTIONS):
+        if not isinstance(call, cst.Call) or not (
+                ctx.call_name(call) in LOSS_CLASSES or ctx.call_name(call) in LOSS_FUNCTIONS):
             return None
-        if not any(a.keyword is not None and a.keyword.value == "from_logits" and _true(ctx, a.value) for a in call.args):
+        if not any(a.keyword is not None and a.keyword.value == "from_logits" and _true(ctx, a.value)
+                   for a in call.args):
             return None
         return Fix("drop `from_logits=True` (the model outputs probabilities)", UNSAFE,
                    ((call, without_keywords(call, ["from_logits"])),))
