@@ -131,4 +131,3 @@ def arg(call: cst.Call, index: int, keyword: Optional[str] = None) -> Optional[c
             if a.keyword is not None and a.keyword.value == keyword:
                 return a.value
     return positional[index].value if index < len(positional) else None
-
