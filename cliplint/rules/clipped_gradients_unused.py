@@ -122,6 +122,9 @@ class ClippedGradientsUnused(Rule):
         "pairs = list(zip(clipped, vs))\nopt.apply_gradients(pairs)\n",
     ]
     INVALID = [
+        # no threshold written (TF raises TypeError there): still the unclipped list applied, and no crash
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped = [tf.clip_by_norm(g) for g in grads]\n"
+                "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
@@ -175,12 +178,13 @@ class ClippedGradientsUnused(Rule):
         line = ctx.text(assign).strip().splitlines()[0]
         applied = apply.args[0].value if apply.args else apply
         roles = probe_roles(ctx.flow.gradients, applied) if isinstance(applied, cst.Call) else {}
+        threshold = arg(call, 1, "clip_norm") if call is not None else None  # absent: TF raises TypeError
         return Report(apply, (
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
             f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "
             f"Pass `{clipped}` instead."),
             probe={"kind": "unused", "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
-                   "threshold": ctx.flow.snippet(arg(call, 1, "clip_norm")) if call is not None else None,
+                   "threshold": ctx.flow.snippet(threshold) if threshold is not None else None,
                    **roles, "gradients": source.value},
             fix=self._fix(ctx, assign, apply, clipped, source))
 
