@@ -64,6 +64,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--verify", is_flag=True, help="Confirm each finding by running it against the installed TensorFlow.")
 @click.option("--verify-timeout", type=float, default=30.0, show_default=True, help="Seconds per probe.")
+@click.option("--verify-budget", type=float, default=600.0, show_default=True,
+              help="Seconds for the whole --verify run; findings left then are inconclusive.")
 @click.option("-j", "--jobs", type=int, default=0, help="Worker processes (default: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
 @click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(file_okay=False),
@@ -77,7 +79,7 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--show-fixes", is_flag=True, help="List each fix applied (with --fix) or offered.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
-          isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout,
+          isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
           jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
           add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
@@ -105,7 +107,7 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         if verify:
             from .verify import verify_findings
 
-            result.findings = verify_findings(result.findings, timeout=verify_timeout)
+            result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)

@@ -1,15 +1,17 @@
 """`--verify`: confirm each finding by executing the flagged snippet against the installed TensorFlow.
 
-The linter never imports TensorFlow. Verification runs the probes in one worker subprocess
-per cliplint run (TensorFlow imported once, GPU hidden, logging quiet), each probe under a
-time limit; a worker that crashes or hangs is replaced and the probe is `inconclusive`.
-Snippets are checked by `safety.check` before they are sent.
+The linter never imports TensorFlow. Each snippet is first rebuilt by layer 1 (`rebuild`: only
+allowlisted symbols survive, else the finding is `skipped`), then run by one worker subprocess per
+cliplint run that has locked itself down (layer 2, `sandbox`). Answers come back authenticated
+(`worker.sign`). A probe has a time limit, the whole run a budget; a worker that crashes, hangs or
+sends an answer that fails authentication is killed with its process group and replaced.
 """
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -18,13 +20,21 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from ..settings import ConfigError
 from ..findings import Finding
-from . import safety
+from ..settings import ConfigError
+from . import sandbox
+from .channel import authentic
+from .payload import prepare
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine
+DEFAULT_BUDGET = 600.0
+FOLDER_PREFIX = "cliplint-verify-"
+MEMORY_LIMIT = 4 * 1024 ** 3
+# The test-only hook that switches layer 1 off (tests/test_redteam.py): honoured only while pytest
+# runs a test (it sets PYTEST_CURRENT_TEST), never in a plain run.
+UNCHECKED_HOOK = "CLIPLINT_TEST_ONLY_SKIP_LAYER1"
 
 
 def require_tensorflow() -> None:
@@ -33,31 +43,50 @@ def require_tensorflow() -> None:
                           "pip install 'cliplint[verify]' (installs tensorflow-cpu)")
 
 
+def layer1_off() -> bool:
+    return os.environ.get(UNCHECKED_HOOK) == "1" and "PYTEST_CURRENT_TEST" in os.environ
+
+
 class WorkerFailed(Exception):
     pass
 
 
 class Worker:
-    """One verifier subprocess and the line protocol to it."""
+    """One verifier subprocess in its own process group, and the authenticated line protocol."""
 
-    def __init__(self, folder: str) -> None:
+    def __init__(self, folder: str, unchecked: bool, ready_timeout: float = READY_TIMEOUT) -> None:
+        self.key = os.urandom(32)
+        self.sent = 0
         self.log = open(os.path.join(folder, "worker.log"), "wb")
-        environment = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "3",
-                       "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "cliplint.verify.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.log, cwd=folder, env=environment, start_new_session=True)
+        key_read, key_write = os.pipe()
+        memory = int(os.environ.get("CLIPLINT_VERIFY_MEMORY", str(MEMORY_LIMIT)))
+        command = [sys.executable, "-m", "cliplint.verify.worker", "--key-fd", str(key_read),
+                   "--memory", str(memory), *(["--unchecked"] if unchecked else [])]
+        try:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=folder,
+                env={**sandbox.scrubbed_environment(folder), **_import_path()}, pass_fds=(key_read,),
+                start_new_session=True)
+        finally:
+            os.close(key_read)
         self.buffer = b""
-        self.info = self._read(READY_TIMEOUT)
-        if not self.info.get("ready"):
-            raise WorkerFailed("the worker did not start")
+        try:
+            with os.fdopen(key_write, "wb") as pipe:
+                pipe.write(self.key)
+            self.info = self._read(ready_timeout, 0)
+            if not self.info.get("ready"):
+                raise WorkerFailed("the worker did not start")
+        except BaseException:
+            self.close()
+            raise
 
     def ask(self, probe: dict, timeout: float) -> dict:
-        self.process.stdin.write(json.dumps({"probe": probe}).encode() + b"\n")
+        self.sent += 1
+        self.process.stdin.write(json.dumps({"id": self.sent, "probe": probe}).encode() + b"\n")
         self.process.stdin.flush()
-        return self._read(timeout)
+        return self._read(timeout, self.sent)["answer"]
 
-    def _read(self, timeout: float) -> dict:
+    def _read(self, timeout: float, expected: int) -> dict:
         deadline = time.monotonic() + timeout
         fd = self.process.stdout.fileno()
         while b"\n" not in self.buffer:
@@ -71,7 +100,18 @@ class Worker:
                     raise WorkerFailed(self._death())
                 self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        return self._authentic(line, expected)
+
+    def _authentic(self, line: bytes, expected: int) -> dict:
+        """The answer, when the line carries this run's MAC and the request's id; nothing the
+        snippet wrote into the channel (it has no key) gets past this."""
+        mac, _, body = line.decode("utf-8", "replace").partition(" ")
+        if not authentic(self.key, mac, body) or self.buffer:
+            raise WorkerFailed("the worker's answer failed authentication (something else wrote to its channel)")
+        message = json.loads(body)
+        if message.get("id") != expected:
+            raise WorkerFailed("the worker answered out of turn")
+        return message
 
     def _death(self) -> str:
         code = self.process.wait(timeout=10)
@@ -82,50 +122,108 @@ class Worker:
         return f"the worker exited with status {code}"
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.process.kill()
+        """Kill the worker's whole process group, whatever state it is in."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            self.process.kill()
         self.process.wait()
-        self.log.close()
+        for stream in (self.process.stdin, self.process.stdout, self.log):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def _import_path() -> Dict[str, str]:
+    """Where the worker finds cliplint when it is not installed (run from a checkout)."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return {"PYTHONPATH": package_parent}
+
+
+def remove_stale_folders(root: Optional[str] = None) -> None:
+    """The folder of a run whose cliplint process is gone (killed, crashed) is removed."""
+    root = root or tempfile.gettempdir()
+    pattern = re.compile(re.escape(FOLDER_PREFIX) + r"(\d+)-")
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.match(name)
+        if match and not _alive(int(match.group(1))):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Session:
-    """Verifies findings one by one, starting a new worker after a crash or a timeout."""
+    """Verifies findings one by one within a budget; identical probes run once."""
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET) -> None:
         self.timeout = timeout
-        self.folder = tempfile.mkdtemp(prefix="cliplint-verify-")
+        self.deadline = time.monotonic() + budget
+        remove_stale_folders()
+        self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         self.worker: Optional[Worker] = None
         self.versions: dict = {}
+        self.layers: dict = {}
+        self.unchecked = layer1_off()
+        self.answers: Dict[str, dict] = {}
 
     def verify(self, finding: Finding) -> dict:
         if finding.probe is None:
             return self._verdict("skipped", f"no probe for {finding.code}: nothing to execute")
-        for snippet in _snippets(finding.probe):
-            reason = safety.check(snippet)
-            if reason:
-                return self._verdict("skipped", f"not executed: {reason}")
+        prepared = prepare({"rule": finding.code, **finding.probe}, self.unchecked)
+        if isinstance(prepared, str):
+            return self._verdict("skipped", f"not executed: {prepared}")
+        key = json.dumps(prepared, sort_keys=True, default=str)
+        if key not in self.answers:
+            self.answers[key] = self._run(prepared)
+        return self.answers[key]
+
+    def _run(self, probe: dict) -> dict:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            return self._verdict("inconclusive", "verify budget spent")
         try:
-            worker = self._worker()
-        except (WorkerFailed, TimeoutError, OSError, ValueError) as err:
-            return self._verdict("inconclusive", f"TensorFlow could not be started: {err or 'timed out'}")
+            worker = self._worker(remaining)
+        except TimeoutError:
+            return self._verdict("inconclusive", "verify budget spent" if self._spent() else
+                                 "TensorFlow could not be started: timed out")
+        except (WorkerFailed, OSError, ValueError) as err:
+            return self._verdict("inconclusive", f"TensorFlow could not be started: {err}")
+        limit = min(self.timeout, self.deadline - time.monotonic())
         try:
-            answer = worker.ask({"rule": finding.code, **finding.probe}, self.timeout)
+            answer = worker.ask(probe, limit)
         except TimeoutError:
             self._discard()
+            if limit < self.timeout:
+                return self._verdict("inconclusive", "verify budget spent")
             return self._verdict("inconclusive", f"the probe did not finish within {self.timeout:g} s; "
                                                  "the worker was stopped and a new one takes the rest")
         except (WorkerFailed, OSError, ValueError) as err:
             self._discard()
             return self._verdict("inconclusive", f"{err}; a new worker takes the rest")
-        return {**self._verdict(answer["verdict"], answer["evidence"]), "assumptions": answer.get("assumptions", [])}
+        return {**self._verdict(answer["verdict"], answer["evidence"]),
+                "assumptions": [*probe.get("notes", []), *answer.get("assumptions", [])]}
 
-    def _worker(self) -> Worker:
+    def _spent(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def _worker(self, remaining: float = READY_TIMEOUT) -> Worker:
         if self.worker is None:
-            self.worker = Worker(self.folder)
+            self.worker = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining))
             self.versions = {k: self.worker.info.get(k) for k in ("tensorflow", "keras", "flavour")}
+            self.layers = self.worker.info.get("layers", {})
         return self.worker
 
     def _discard(self) -> None:
@@ -141,20 +239,18 @@ class Session:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def _snippets(probe: dict) -> List[dict]:
-    """Every code snippet inside a probe payload (they are the dicts that carry `code`)."""
-    found = []
-    for value in probe.values():
-        if isinstance(value, dict) and "code" in value:
-            found.append(value)
-        elif isinstance(value, list):
-            found.extend(v for v in value if isinstance(v, dict) and "code" in v)
-    return found
+def warn_missing_layers(layers: dict) -> None:
+    missing = sandbox.layers_missing(layers)
+    if missing:
+        print(f"cliplint: --verify runs with part of its lock-down unavailable here: {'; '.join(missing)}. "
+              "See SECURITY.md for what still holds.", file=sys.stderr)
 
 
-def verify_findings(findings: List[Finding], timeout: float = 30.0) -> List[Finding]:
-    session = Session(timeout)
+def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: float = DEFAULT_BUDGET) -> List[Finding]:
+    session = Session(timeout, budget)
     try:
-        return [replace(f, verification=session.verify(f)) for f in findings]
+        verified = [replace(f, verification=session.verify(f)) for f in findings]
     finally:
         session.close()
+    warn_missing_layers(session.layers)
+    return verified

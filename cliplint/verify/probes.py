@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import re
 import textwrap
 from typing import Dict, List, Optional
@@ -18,14 +19,17 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from .safety import SAFE_BUILTINS
+from .allowlist import BUILTINS, allowed, entry
+from .rebuild import SYMBOL_PREFIX, check_worker_code
 
 KERAS = tf.keras
 LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
 CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
 VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
 PLACEHOLDER = 1.0
-RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in SAFE_BUILTINS if hasattr(builtins, name)}
+RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
+UNCHECKED = False  # set by the worker under the test-only hook: snippets run as written (layer 2 alone)
+STAND_INS = " stand-ins"  # a key no snippet can name: the namespace's stand-in texts, for the assumptions
 
 
 def versions() -> dict:
@@ -71,11 +75,20 @@ class StandIn:
         return PLACEHOLDER
 
 
-def resolve(canonical: str):
-    """The object a canonical name (`keras.optimizers.Adam`) names under the active Keras flavour."""
-    root, _, rest = canonical.partition(".")
+class MissingSymbol(AttributeError):
+    """An allowlisted symbol this installation does not have (`tf.add_check_numerics_ops` in TF 2)."""
+
+
+def resolve(qualified: str):
+    """The object an allowlisted qualified name (`keras.optimizers.Adam`) names under the active
+    Keras flavour; the worker refuses any other name, whatever the parent sent."""
+    if not (UNCHECKED or allowed(qualified)):
+        raise PermissionError(f"`{qualified}` is not on the verifier's allowlist")
+    root, _, rest = entry(qualified).partition(".")
     obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
     for part in filter(None, rest.split(".")):
+        if not hasattr(obj, part):
+            raise MissingSymbol(f"module '{getattr(obj, '__name__', root)}' has no attribute '{part}'")
         obj = getattr(obj, part)
     return obj
 
@@ -95,10 +108,16 @@ def free_names(code: str) -> Dict[str, bool]:
 
 
 def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
-    """Imports resolved, literal constants, role stand-ins, and inert stand-ins for the rest."""
-    ns = {"__builtins__": RESTRICTED_BUILTINS}
-    for local, canonical in snippet.get("imports", {}).items():
-        ns[local] = resolve(canonical)
+    """Allowlisted symbols, literal constants, role stand-ins, and inert stand-ins for the rest."""
+    ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
+          STAND_INS: (snippet.get("stand_ins", {}), assumptions)}
+    for name, qualified in snippet.get("symbols", {}).items():
+        ns[name] = resolve(qualified)
+    for name in snippet.get("stand_ins", {}):
+        ns[name] = PLACEHOLDER
+    if UNCHECKED:  # layer 1 off: the file's own imports, as written
+        for local, qualified in snippet.get("imports", {}).items():
+            ns[local] = _module(qualified)
     ns.update(snippet.get("constants", {}))
     ns.update(bound)
     for name, has_attributes in free_names(snippet["code"]).items():
@@ -114,11 +133,55 @@ def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None
     return ns
 
 
+def _module(qualified: str):
+    """Layer 1 off only: the module or object an import names, imported as the file would."""
+    module, _, attribute = qualified.rpartition(".")
+    if qualified.split(".")[0] == "keras":
+        return resolve(qualified)
+    try:
+        return importlib.import_module(qualified)
+    except ImportError:
+        return getattr(importlib.import_module(module), attribute)
+
+
+def as_written(node: ast.AST, snippet: dict) -> str:
+    """An expression of a rebuilt snippet as the user wrote it (`tf.nn.softmax`, not its synthetic name)."""
+    texts = {**snippet.get("written", {}), **snippet.get("stand_ins", {})}
+    copy = ast.parse(ast.unparse(node), mode="eval")
+    for name in ast.walk(copy):
+        if isinstance(name, ast.Name) and name.id in texts:
+            name.id = texts[name.id]
+    return ast.unparse(copy)
+
+
+def bound_values(ns: dict) -> dict:
+    """What a statement snippet left in its namespace for the next one (no builtins, no synthetic names)."""
+    return {k: v for k, v in ns.items() if not k.startswith(("_", " "))}
+
+
+def evaluate(node: ast.AST, ns: dict):
+    """One expression of a snippet (a call's function or argument), noting the stand-ins it uses."""
+    _note_stand_ins(node, ns)
+    return eval(compile(ast.Expression(node), "<snippet>", "eval"), ns)
+
+
+def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
+    stand_ins, assumptions = ns.get(STAND_INS, ({}, []))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in stand_ins:
+            assumptions.append(f"`{stand_ins[node.id]}` = {PLACEHOLDER} (placeholder)")
+
+
 def execute(code: str, ns: dict):
     """The value of an expression snippet; None for statements (their effects are in `ns`)."""
     tree = _tree(code)
+    if not UNCHECKED:
+        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX)) + tuple(ns[STAND_INS][0]))
+        if refused:
+            raise PermissionError(f"the worker refused a snippet with {refused}")
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
-        return eval(compile(ast.Expression(tree.body[0].value), "<snippet>", "eval"), ns)
+        return evaluate(tree.body[0].value, ns)
+    _note_stand_ins(tree, ns)
     exec(compile(tree, "<snippet>", "exec"), ns)
     return None
 
@@ -140,8 +203,14 @@ def shown(values) -> str:
 
 
 def first_line(err: BaseException) -> str:
+    """The exception's type and message: only for the exception a probe predicts (raised by
+    TensorFlow/Keras on the user's own values); any other exception is named by its type alone."""
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", " ".join(str(err).split()))
-    return f"{type(err).__name__}: {text[:300]}"
+    return f"{kind_of(err)}: {text[:300]}"
+
+
+def kind_of(err: BaseException) -> str:
+    return "AttributeError" if isinstance(err, MissingSymbol) else type(err).__name__
 
 
 # --- stand-in gradients ---------------------------------------------------------------------
@@ -215,9 +284,9 @@ def _build_optimizer(probe: dict, assumptions: List[str]):
     except ValueError as err:
         if any(option in str(err) for option in CLIP_OPTIONS):
             return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
-        return verdict("inconclusive", f"{FLAVOUR} raises an unrelated error: {first_line(err)}", assumptions)
+        return verdict("inconclusive", f"{FLAVOUR} raises an unrelated {kind_of(err)}", assumptions)
     except ImportError as err:
-        return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({first_line(err)}); "
+        return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({kind_of(err)}); "
                                        "run with the Keras flavour the code targets", assumptions)
 
 
@@ -253,10 +322,14 @@ def _weight(model) -> float:
     return float(np.asarray(model.layers[-1].kernel).reshape(-1)[0])
 
 
-def _compile_names(compile_code: str):
-    """(model expression, optimizer name or None) of a `model.compile(...)` call."""
-    call = _tree(compile_code).body[0].value
-    model = ast.unparse(call.func.value)
+def _compile_names(compile_snippet: dict):
+    """(model expression, optimizer name or None) of a `model.compile(...)` call (never run: layer 1
+    made its `model.compile` a stand-in, whose text says which model it is)."""
+    call = _tree(compile_snippet["code"]).body[0].value
+    function = call.func
+    if isinstance(function, ast.Name) and function.id in compile_snippet.get("stand_ins", {}):
+        function = _tree(compile_snippet["stand_ins"][function.id]).body[0].value
+    model = ast.unparse(function.value)
     optimizer = next((kw.value for kw in call.keywords if kw.arg == "optimizer"), call.args[0] if call.args else None)
     return model, optimizer.id if isinstance(optimizer, ast.Name) else None
 
@@ -276,7 +349,7 @@ def probe_after_compile(probe: dict) -> dict:
     model = _tiny_model()
     optimizer = KERAS.optimizers.SGD(learning_rate=1.0)
     if "compile" in probe:
-        model_expression, optimizer_name = _compile_names(probe["compile"]["code"])
+        model_expression, optimizer_name = _compile_names(probe["compile"])
     else:  # a callback: self.model is the model
         model_expression, optimizer_name = "self.model", None
     model.compile(optimizer=optimizer, loss="mse")
@@ -342,7 +415,7 @@ def _clip_threshold(clip: dict, ns: dict) -> float:
     call = _tree(clip["code"]).body[0].value
     threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
                      call.args[1] if len(call.args) > 1 else None)
-    return float(eval(compile(ast.Expression(threshold), "<clip>", "eval"), ns))
+    return float(evaluate(threshold, ns))
 
 
 def probe_per_tensor(probe: dict) -> dict:
@@ -398,9 +471,9 @@ def _probabilities(probe: dict, logits, assumptions: List[str]):
         return STAND_IN_LOGITS[probe["kind"]][1](logits)
     call = _tree(source["code"]).body[0].value
     ns = namespace(source, {}, assumptions)
-    function = eval(compile(ast.Expression(call.func), "<softmax>", "eval"), ns)
-    keywords = {kw.arg: eval(compile(ast.Expression(kw.value), "<kw>", "eval"), ns) for kw in call.keywords if kw.arg}
-    assumptions.append(f"the input of `{ast.unparse(call.func)}` is the stand-in logits")
+    function = evaluate(call.func, ns)
+    keywords = {kw.arg: evaluate(kw.value, ns) for kw in call.keywords if kw.arg}
+    assumptions.append(f"the input of `{as_written(call.func, source)}` is the stand-in logits")
     return function(logits, **keywords)
 
 
@@ -420,7 +493,8 @@ def _log_value(probe: dict, logits, assumptions: List[str]):
         if replacer.found:
             code = ast.unparse(tree)
             return execute(code, namespace({**log, "code": code}, {"probabilities_": probabilities}, assumptions))
-    unknown = [n for n in free_names(log["code"]) if n not in log.get("imports", {}) and n not in log.get("constants", {})]
+    known = {**log.get("imports", {}), **log.get("constants", {}), **log.get("symbols", {}), **log.get("stand_ins", {})}
+    unknown = [n for n in free_names(log["code"]) if n not in known]
     if len(unknown) > 1:
         assumptions.append(f"evaluated the log of the probabilities directly: {', '.join(unknown)} are not known")
         return tf.math.log(probabilities)
@@ -478,11 +552,10 @@ def probe_misaligned(probe: dict) -> dict:
     bound: Dict[str, object] = {}
     bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
     bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
-    ns = {}
     for statement in probe.get("statements", []):
-        ns = namespace(statement, {**bound, **ns}, assumptions, variables)
+        ns = namespace(statement, bound, assumptions, variables)
         execute(statement["code"], ns)
-        bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+        bound.update(bound_values(ns))
     pairs = list(execute(probe["zip"]["code"], namespace(probe["zip"], bound, assumptions, variables)))
     wrong = []
     for grad, variable in pairs:
@@ -510,7 +583,7 @@ def probe_not_unpacked(probe: dict) -> dict:
         if probe.get("statement"):
             ns = namespace(probe["statement"], bound, assumptions, variables)
             execute(probe["statement"]["code"], ns)
-            bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+            bound.update(bound_values(ns))
         result = execute(use["code"], namespace(use, bound, assumptions, variables))
         if isinstance(result, (zip, map)) or (result is not None and hasattr(result, "__iter__")
                                                and not isinstance(result, (tf.Tensor, tf.Variable))):
@@ -531,7 +604,7 @@ def probe_unused(probe: dict) -> dict:
     bound = _gradient_stand_ins(probe, grads, variables, assumptions)
     ns = namespace(probe["clip"], bound, assumptions, variables)
     execute(probe["clip"]["code"], ns)
-    bound.update({k: v for k, v in ns.items() if k != "__builtins__"})
+    bound.update(bound_values(ns))
     applied = execute(probe["applied"]["code"], namespace(probe["applied"], bound, assumptions, variables))
     applied_grads = [item[0] if isinstance(item, tuple) else item for item in list(applied)]
     norm = float(np.linalg.norm(_flat([g for g in applied_grads if g is not None])))
@@ -597,7 +670,7 @@ def probe_threshold(probe: dict) -> dict:
         except ValueError as err:
             return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
         except ImportError as err:
-            return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({first_line(err)})",
+            return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({kind_of(err)})",
                            assumptions)
         options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
         described = ", ".join(f"{k}={v:g}" for k, v in options.items() if v is not None)
@@ -676,7 +749,7 @@ def probe_config(probe: dict) -> dict:
     import inspect
 
     classes = {name.lower(): getattr(KERAS.optimizers, name) for name in dir(KERAS.optimizers)
-               if isinstance(getattr(KERAS.optimizers, name, None), type)}
+               if allowed(f"keras.optimizers.{name}") and isinstance(getattr(KERAS.optimizers, name), type)}
     cls = classes.get(probe["class_name"].lower())
     assumptions = ["the optimizer class is assumed to be SGD (the mapping names none)"] if probe["assumed_class"] else []
     if cls is None:
@@ -691,7 +764,7 @@ def probe_config(probe: dict) -> dict:
             return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
         if probe["rule"] == "CL009":
             return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
-        return verdict("inconclusive", f"{FLAVOUR}: {built} raises an unrelated error: {first_line(err)}", assumptions)
+        return verdict("inconclusive", f"{FLAVOUR}: {built} raises an unrelated {kind_of(err)}", assumptions)
     if probe["rule"] == "CL001":
         result = describe_options(optimizer, f"builds {built}")
         return verdict(result["verdict"], result["evidence"], assumptions)
@@ -730,8 +803,10 @@ def run(probe: dict) -> dict:
         return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
     try:
         return handler(probe)
-    except AttributeError as err:
-        return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have "
-                                       f"or the probe could not stand in for: {first_line(err)}")
-    except (NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
-        return verdict("inconclusive", f"the snippet could not run with stand-ins: {first_line(err)}")
+    except MissingSymbol as err:
+        return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
+                                       f"{first_line(err)}")
+    except PermissionError as err:  # the worker's own re-check of layer 1; its message is ours
+        return verdict("skipped", f"not executed: {err}")
+    except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
+        return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")

@@ -1,40 +1,77 @@
-"""The isolated verifier process: imports TensorFlow once, then answers probes over a pipe.
+"""The isolated verifier process: locks itself down, imports TensorFlow once, answers probes.
 
-Protocol: one JSON object per line. The worker first writes
-`{"ready": true, "tensorflow": ..., "keras": ..., "flavour": ...}`; then, for each request
-`{"probe": {...}}` on stdin, one response `{"verdict", "evidence", "assumptions"}`.
-Whatever TensorFlow prints goes to stderr, never into the protocol.
+    python -m cliplint.verify.worker --key-fd N --memory BYTES [--unchecked]
+
+Protocol: one line per message on the pre-opened pipes (stdin: requests, stdout: answers). Every
+answer is `<hex HMAC-SHA256> <json>`, keyed by a per-run key the parent writes to descriptor N,
+which the worker reads and closes before any snippet exists; the JSON carries the request's id.
+The parent rejects any other line. The first answer, `{"id": 0, "ready": true, versions, layers}`,
+says which lock-down layers are active. Whatever TensorFlow prints goes to stderr (a log file).
+
+`--unchecked` (the parent passes it only under its test-only hook) runs snippets as written, with
+every builtin: the red-team tests use it to show that layer 2 alone holds.
 """
 from __future__ import annotations
 
+import argparse
+import ctypes
 import json
 import os
-import resource
+import signal
 import sys
 
+from . import sandbox
+from .channel import sign
 
-def _limit_memory() -> None:
-    limit = int(os.environ.get("CLIPLINT_VERIFY_MEMORY", str(4 * 1024 ** 3)))
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+_PR_SET_PDEATHSIG = 1
+
+
+def _read_key(fd: int) -> bytes:
+    with os.fdopen(fd, "rb") as pipe:
+        return pipe.read()
+
+
+def _options() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--key-fd", type=int, required=True)
+    parser.add_argument("--memory", type=int, required=True)
+    parser.add_argument("--unchecked", action="store_true")
+    return parser.parse_args()
 
 
 def main() -> int:
+    options = _options()
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with cliplint
+    key = _read_key(options.key_fd)
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    _limit_memory()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # TensorFlow's prints go to the log
+    layers: dict = {}
+    sandbox.before_import(os.getcwd(), options.memory, layers)
     from . import probes  # imports TensorFlow
 
-    protocol.write(json.dumps({"ready": True, **probes.versions()}) + "\n")
+    probes.UNCHECKED = options.unchecked
+    sandbox.after_import(layers)
+
+    def answer(request_id: int, body: dict) -> None:
+        text = json.dumps({"id": request_id, **body}, default=str)
+        protocol.write(f"{sign(key, text)} {text}\n")
+
+    answer(0, {"ready": True, **probes.versions(), "layers": layers})
     for line in sys.stdin:
         request = json.loads(line)
-        try:
-            answer = probes.run(request["probe"])
-        except MemoryError:
-            answer = probes.verdict("inconclusive", "the probe ran out of memory (worker memory limit)")
-        except Exception as err:  # a probe bug must not take the worker down
-            answer = probes.verdict("inconclusive", f"the probe failed: {type(err).__name__}: {err}")
-        protocol.write(json.dumps(answer, default=str) + "\n")
+        answer(request["id"], {"answer": _run(probes, request["probe"])})
     return 0
+
+
+def _run(probes, probe: dict) -> dict:
+    try:
+        return probes.run(probe)
+    except MemoryError:
+        return probes.verdict("inconclusive", "the probe ran out of memory (worker memory limit)")
+    except RecursionError:
+        return probes.verdict("inconclusive", "the probe failed: RecursionError")
+    except Exception as err:  # a probe bug must not take the worker down; its text is not shown
+        return probes.verdict("inconclusive", f"the probe failed: {type(err).__name__}")
 
 
 if __name__ == "__main__":

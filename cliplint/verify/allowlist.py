@@ -1,0 +1,120 @@
+"""Layer 1's reviewed data: everything a `--verify` snippet may name. Nothing else runs.
+
+Each entry is one fully qualified symbol that computes on numbers and nothing else: no files,
+processes, network, native code, (de)serialization, string formatting, callbacks or Python
+functions taken as arguments. A snippet's name or attribute chain must resolve, through the
+linted file's imports, to exactly one of these (spellings of Keras are folded: `tf.keras.X`,
+`tf_keras.X` and `keras.X` are all `keras.X`, the flavour the worker runs). TensorFlow's
+`compat.v1` is *not* folded: a TF 1 name is allowed only when it is listed here by its own full
+name, one line each (`tensorflow.compat.v1.log`), so nothing becomes reachable through it by
+accident. Review every addition against the rule above; `tests/test_redteam.py` is the check.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+# Pure-computation TensorFlow symbols the probes need (math, nn, clip, reduce, tensors, dtypes).
+_TENSORFLOW = """
+    abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant
+    convert_to_tensor divide exp expand_dims fill gather GradientTape identity matmul maximum minimum
+    multiply negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min
+    reduce_sum reshape sigmoid sqrt square squeeze stack stop_gradient subtract tanh Variable where
+    zeros zeros_like float16 float32 float64 bfloat16 int32 int64 bool
+    add_check_numerics_ops
+    debugging.check_numerics
+    linalg.global_norm linalg.matmul linalg.norm norm
+    math.abs math.add math.argmax math.divide math.exp math.is_finite math.log math.log1p
+    math.log_sigmoid math.maximum math.minimum math.multiply math.reduce_logsumexp math.reduce_mean
+    math.reduce_sum math.sigmoid math.softmax math.sqrt math.square math.subtract math.tanh
+    nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
+    nn.softmax_cross_entropy_with_logits nn.sparse_softmax_cross_entropy_with_logits
+"""
+# TF 1 names, each by its own full name (issue 16 adds the rest of its shims here, one per line).
+_TENSORFLOW_COMPAT_V1 = """
+    add_check_numerics_ops clip_by_norm clip_by_global_norm clip_by_value log nn.softmax reduce_sum
+"""
+_KERAS = """
+    Input Sequential
+    activations.linear activations.relu activations.sigmoid activations.softmax
+    backend.clip backend.epsilon backend.log backend.mean backend.sigmoid backend.softmax backend.sum
+    layers.Activation layers.Dense layers.Softmax
+    losses.BinaryCrossentropy losses.CategoricalCrossentropy losses.MeanSquaredError
+    losses.SparseCategoricalCrossentropy losses.binary_crossentropy losses.categorical_crossentropy
+    losses.sparse_categorical_crossentropy
+    ops.abs ops.add ops.cast ops.clip ops.convert_to_tensor ops.divide ops.exp ops.log ops.log_sigmoid
+    ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum ops.multiply ops.sigmoid ops.softmax
+    ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
+    optimizers.Adadelta optimizers.Adafactor optimizers.Adagrad optimizers.Adam optimizers.AdamW
+    optimizers.Adamax optimizers.Ftrl optimizers.Lamb optimizers.Lion optimizers.Muon optimizers.Nadam
+    optimizers.RMSprop optimizers.SGD
+    optimizers.legacy.Adadelta optimizers.legacy.Adagrad optimizers.legacy.Adam optimizers.legacy.Adamax
+    optimizers.legacy.Ftrl optimizers.legacy.Nadam optimizers.legacy.RMSprop optimizers.legacy.SGD
+"""
+_NUMPY = """
+    abs array asarray clip e exp float16 float32 float64 inf log log1p max maximum mean min minimum
+    nan ones pi sqrt square sum zeros
+"""
+
+
+def _entries(root: str, names: str) -> frozenset:
+    return frozenset(f"{root}.{name}" for name in names.split())
+
+
+SYMBOLS = (_entries("tensorflow", _TENSORFLOW) | _entries("tensorflow.compat.v1", _TENSORFLOW_COMPAT_V1)
+           | _entries("keras", _KERAS) | _entries("numpy", _NUMPY))
+
+# Attributes a snippet may read on values (never on modules): variable lists, an optimizer's
+# clip options, a model's optimizer, list.append, and the shape of a tensor. Any other attribute
+# of an unknown name (`args.lr`, `self.out`) is replaced whole by a stand-in; of any other value
+# it makes the probe `skipped`.
+ATTRIBUTES = frozenset("""
+    trainable_variables trainable_weights variables weights non_trainable_variables non_trainable_weights
+    optimizer model clipnorm clipvalue global_clipnorm learning_rate append apply_gradients apply
+    shape dtype
+""".split())
+# Attributes a snippet may assign (the CL001/CL002 changes under test).
+SETTABLE = frozenset({"clipnorm", "clipvalue", "global_clipnorm", "learning_rate", "optimizer"})
+
+# Builtins that only compute (no attribute access by name, no I/O, no code, no introspection).
+BUILTINS = frozenset("""
+    abs all any bool dict enumerate filter float int isinstance len list map max min range reversed
+    round set sorted str sum tuple zip
+""".split())
+
+# String literals a snippet may pass: losses, activations, optimizers by name, reductions,
+# initializers, dtypes and clip option names. Any other string makes the probe `skipped`.
+STRINGS = frozenset("""
+    adam sgd rmsprop adamw adagrad adadelta adamax nadam ftrl
+    mse mae mean_squared_error mean_absolute_error binary_crossentropy categorical_crossentropy
+    sparse_categorical_crossentropy softmax sigmoid relu linear tanh
+    sum mean none auto sum_over_batch_size ones zeros glorot_uniform he_normal
+    float16 float32 float64 bfloat16 int32 int64 channels_last channels_first
+    clipnorm clipvalue global_clipnorm learning_rate lr momentum beta_1 beta_2 epsilon weight_decay
+    from_logits axis reduction
+""".split())
+
+# Keyword arguments that never matter to a probe: dropped whatever their value.
+DROPPED_KEYWORDS = frozenset({"name"})
+
+# Spellings of the Keras namespace, folded onto `keras.` (the flavour the worker runs).
+_KERAS_SPELLINGS = ("tensorflow.keras.", "tf_keras.", "keras.api._v2.keras.", "keras._tf_keras.keras.")
+
+
+def identifier(text: str) -> str:
+    """How Python itself reads an identifier (NFKC: `ｅｘｅｃ` is `exec`)."""
+    return unicodedata.normalize("NFKC", text)
+
+
+def entry(qualified: str) -> str:
+    """The allowlist key of a fully qualified name (Keras spellings folded, nothing else)."""
+    qualified = identifier(qualified)
+    if qualified in ("tensorflow.keras", "tf_keras"):
+        return "keras"
+    for spelling in _KERAS_SPELLINGS:
+        if qualified.startswith(spelling):
+            return "keras." + qualified[len(spelling):]
+    return qualified
+
+
+def allowed(qualified: str) -> bool:
+    return entry(qualified) in SYMBOLS
