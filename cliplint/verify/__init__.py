@@ -32,6 +32,7 @@ READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a
 DEFAULT_BUDGET = 600.0
 FOLDER_PREFIX = "cliplint-verify-"
 MEMORY_LIMIT = 4 * 1024 ** 3
+MAX_TEXT = 2000
 # The test-only hook that switches layer 1 off (tests/test_redteam.py): honoured only while pytest
 # runs a test (it sets PYTEST_CURRENT_TEST), never in a plain run.
 UNCHECKED_HOOK = "CLIPLINT_TEST_ONLY_SKIP_LAYER1"
@@ -135,6 +136,11 @@ class Worker:
                 pass
 
 
+def printable(text) -> str:
+    """Report text without control characters (no terminal escape sequences), of bounded length."""
+    return "".join(c if c.isprintable() else " " for c in str(text))[:MAX_TEXT]
+
+
 def _import_path() -> Dict[str, str]:
     """Where the worker finds cliplint when it is not installed (run from a checkout)."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -178,6 +184,7 @@ class Session:
         self.layers: dict = {}
         self.unchecked = layer1_off()
         self.answers: Dict[str, dict] = {}
+        self.failed = False
 
     def verify(self, finding: Finding) -> dict:
         if finding.probe is None:
@@ -186,11 +193,15 @@ class Session:
         if isinstance(prepared, str):
             return self._verdict("skipped", f"not executed: {prepared}")
         key = json.dumps(prepared, sort_keys=True, default=str)
-        if key not in self.answers:
-            self.answers[key] = self._run(prepared)
-        return self.answers[key]
+        if key in self.answers:
+            return self.answers[key]
+        answer = self._run(prepared)
+        if not self.failed:  # a worker that died may not be this probe's fault: a twin runs again
+            self.answers[key] = answer
+        return answer
 
     def _run(self, probe: dict) -> dict:
+        self.failed = False
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._verdict("inconclusive", "verify budget spent")
@@ -200,6 +211,7 @@ class Session:
             return self._verdict("inconclusive", "verify budget spent" if self._spent() else
                                  "TensorFlow could not be started: timed out")
         except (WorkerFailed, OSError, ValueError) as err:
+            self.failed = True
             return self._verdict("inconclusive", f"TensorFlow could not be started: {err}")
         limit = min(self.timeout, self.deadline - time.monotonic())
         try:
@@ -212,9 +224,10 @@ class Session:
                                                  "the worker was stopped and a new one takes the rest")
         except (WorkerFailed, OSError, ValueError) as err:
             self._discard()
+            self.failed = True
             return self._verdict("inconclusive", f"{err}; a new worker takes the rest")
-        return {**self._verdict(answer["verdict"], answer["evidence"]),
-                "assumptions": [*probe.get("notes", []), *answer.get("assumptions", [])]}
+        return {**self._verdict(printable(answer["verdict"]), printable(answer["evidence"])),
+                "assumptions": [printable(a) for a in [*probe.get("notes", []), *answer.get("assumptions", [])]]}
 
     def _spent(self) -> bool:
         return time.monotonic() >= self.deadline

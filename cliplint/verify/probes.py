@@ -75,6 +75,10 @@ class StandIn:
         return PLACEHOLDER
 
 
+class Refusal(Exception):
+    """The worker's own re-check of layer 1 refused a snippet (its message is composed here)."""
+
+
 class MissingSymbol(AttributeError):
     """An allowlisted symbol this installation does not have (`tf.add_check_numerics_ops` in TF 2)."""
 
@@ -83,7 +87,7 @@ def resolve(qualified: str):
     """The object an allowlisted qualified name (`keras.optimizers.Adam`) names under the active
     Keras flavour; the worker refuses any other name, whatever the parent sent."""
     if not (UNCHECKED or allowed(qualified)):
-        raise PermissionError(f"`{qualified}` is not on the verifier's allowlist")
+        raise Refusal(f"`{qualified}` is not on the verifier's allowlist")
     root, _, rest = entry(qualified).partition(".")
     obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
     for part in filter(None, rest.split(".")):
@@ -178,7 +182,7 @@ def execute(code: str, ns: dict):
     if not UNCHECKED:
         refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX)) + tuple(ns[STAND_INS][0]))
         if refused:
-            raise PermissionError(f"the worker refused a snippet with {refused}")
+            raise Refusal(f"the worker refused a snippet with {refused}")
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
         return evaluate(tree.body[0].value, ns)
     _note_stand_ins(tree, ns)
@@ -806,7 +810,7 @@ def run(probe: dict) -> dict:
     except MissingSymbol as err:
         return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
                                        f"{first_line(err)}")
-    except PermissionError as err:  # the worker's own re-check of layer 1; its message is ours
+    except Refusal as err:
         return verdict("skipped", f"not executed: {err}")
     except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
         return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")

@@ -1,0 +1,292 @@
+"""Red team: hostile snippets inside ordinary findings, run by the real `cliplint --verify` with real
+TensorFlow, twice: as shipped (both layers), and with layer 1 switched off by the test-only hook
+(`CLIPLINT_TEST_ONLY_SKIP_LAYER1=1`, honoured only while pytest runs a test), so that layer 2 alone
+faces snippets that run as written with every builtin.
+
+Every attack sits in its own file as an argument of an ordinary finding: `Adam(learning_rate=<attack>,
+clipnorm=1.0, clipvalue=0.5)` (CL001; the rule needs literal clip options) or `log(softmax(logits, axis=<attack>))` (CL004). Each run is one
+command over all attack files (one worker session, replaced when an attack kills it); each attack
+is then checked for: no marker file, no connection to a local listener, no secret (environment
+or file, content or name) in the output, no forged verdict, no process or temporary folder left,
+and the run's bounded time.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow", reason="the red-team tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+
+SECRET = "ENV-SECRET-7f3a9c"
+FILE_SECRET = "FILE-SECRET-51be0d"
+FORGED = "FORGED-VERDICT"
+TOKEN = "redteam-4242"  # in the command line of every process an attack starts
+RUN_LIMIT = 420.0  # seconds for one whole command over all attacks
+HEADER = "import tensorflow as tf\nimport numpy as np\n"
+
+# (name, class, extra imports, expression). {m} is the attack's marker path, {s} the secret file,
+# {d} its folder, {p} the listener's port, {f} an expression that builds the forged verdict text.
+ATTACKS = [
+    # 1. modules reachable through public attribute chains
+    ("ma_core_builtins_exec", 1, "", "np.ma.core.builtins.exec(\"open({m!r}, 'w').write('x')\")"),
+    ("mock_sys_modules", 1, "", "tf.compat.v1.test.mock.sys.modules['os'].system('touch {m}')"),
+    ("ma_builtins_import", 1, "", "np.ma.core.builtins.__import__('os').system('touch {m}')"),
+    ("from_ma_core_import_builtins", 1, "from numpy.ma.core import builtins", "builtins.open({m!r}, 'w').write('x')"),
+    ("operator_attrgetter_globals", 1, "import operator",
+     "operator.attrgetter('__globals__')(np.ma.core.builtins.open)"),
+    ("inspect_frame_globals", 1, "import inspect",
+     "inspect.currentframe().f_globals['__builtins__']['open']({m!r}, 'w').write('x')"),
+    ("subclasses_walk", 1, "",
+     "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == '_wrap_close'][0]"
+     ".__init__.__globals__['system']('touch {m}')"),
+    ("ctypes_libc_system", 1, "", "np.ctypeslib.ctypes.CDLL(None).system(b'touch {m}')"),
+    ("array_ctypes_attribute", 1, "", "np.zeros(1).ctypes._ctypes.CDLL(None).system(b'touch {m}')"),
+    ("pywrap_tensorflow", 1, "from tensorflow.python import pywrap_tensorflow",
+     "pywrap_tensorflow.__builtins__['open']({m!r}, 'w').write('x')"),
+    ("fullwidth_exec", 1, "", "ｅｘｅｃ(\"open({m!r}, 'w').write('x')\")"),
+    # 2. TF / Keras / NumPy APIs with side effects
+    ("raw_ops_write_file", 2, "", "tf.raw_ops.WriteFile(filename={m!r}, contents='x')"),
+    ("raw_ops_read_file", 2, "", "tf.raw_ops.ReadFile(filename={s!r})"),
+    ("raw_ops_matching_files", 2, "", "tf.raw_ops.MatchingFiles(pattern={d!r} + '/*')"),
+    ("io_write_file_alias", 2, "from tensorflow.io import gfile as g", "g.GFile({m!r}, 'w').write('x')"),
+    ("print_output_stream", 2, "", "tf.print('x', output_stream='file://' + {m!r})"),
+    ("write_graph", 2, "", "tf.compat.v1.train.write_graph(tf.compat.v1.GraphDef(), {d!r}, 'pwned-graph')"),
+    ("debug_identity_urls", 2, "",
+     "tf.raw_ops.DebugIdentityV2(input=tf.constant(1.0), debug_urls=['file://' + {d!r} + '/pwned-debug'])"),
+    ("local_server", 2, "", "tf.compat.v1.train.Server.create_local_server()"),
+    ("keras_get_file", 2, "", "tf.keras.utils.get_file('x', 'http://127.0.0.1:{p}/x', cache_dir={d!r})"),
+    ("keras_save", 2, "", "tf.keras.Sequential([tf.keras.Input((1,))]).save({m!r} + '.keras')"),
+    ("keras_lambda_layer", 2, "",
+     "tf.keras.layers.Lambda(lambda x: np.ma.core.builtins.open({m!r}, 'w'))(tf.constant([1.0]))"),
+    ("py_function_in_tf_function", 2, "",
+     "tf.function(lambda: tf.py_function(lambda: open({m!r}, 'w').write('x') or 1.0, [], tf.float32))()"),
+    ("numpy_fromregex", 2, "", "np.fromregex({s!r}, '(.*)', [('a', 'S64')])"),
+    ("numpy_rec_fromfile", 2, "", "np.rec.fromfile({s!r}, formats='S64')"),
+    ("text_file_initializer", 2, "", "tf.lookup.TextFileInitializer({s!r}, tf.string, 0, tf.int64, -1)"),
+    ("np_load_pickle", 2, "", "np.load({d!r} + '/evil.npy', allow_pickle=True)"),
+    ("pickle_reduce", 2, "",
+     "np.ma.core.builtins.__import__('pickle').loads(b\"cos\\nsystem\\n(S'touch {m}'\\ntR.\")"),
+    ("tf_strings_format", 2, "", "tf.strings.format('{{}}', tf.raw_ops.ReadFile(filename={s!r}))"),
+    # 3. string formatting that walks dunders
+    ("format_globals_environ", 3, "",
+     "'{{0.__globals__[os].environ[CLIPLINT_REDTEAM_SECRET]}}'.format(np.ma.core.builtins.__import__('os').path.join)"),
+    ("percent_format_file", 3, "", "'%s' % np.ma.core.builtins.open({s!r}).read()"),
+    ("fstring_dunder", 3, "", "f'{{np.ma.core.__dict__}}'"),
+    # 4. leaks into the report (a Keras ValueError that quotes its argument)
+    ("leak_file_into_error", 4, "", "np.ma.core.builtins.open({s!r}).read()"),
+    ("leak_env_into_error", 4, "", "np.ma.core.builtins.__import__('os').environ.get('CLIPLINT_REDTEAM_SECRET')"),
+    ("leak_parent_environ", 4, "",
+     "np.ma.core.builtins.open('/proc/%d/environ' % np.ma.core.builtins.__import__('os').getppid()).read()"),
+    ("leak_parent_cwd_file", 4, "",
+     "np.ma.core.builtins.open('/proc/%d/cwd/secret.txt' % np.ma.core.builtins.__import__('os').getppid()).read()"),
+    # 5. verdict forgery through the channel
+    ("forge_via_proc_fd", 5, "",
+     "[np.ma.core.builtins.open('/proc/self/fd/%d' % n, 'w').write({f}) for n in range(3, 12)]"),
+    ("forge_via_os_write", 5, "",
+     "[np.ma.core.builtins.__import__('os').write(n, {f}.encode()) for n in (1, 2, 3, 4, 5, 6)]"),
+    # 6. process and time hygiene, and new ideas
+    ("detached_process", 6, "",
+     "np.ma.core.builtins.__import__('subprocess').Popen(['sleep', '60', '{t}'], start_new_session=True)"),
+    ("fork", 6, "", "np.ma.core.builtins.__import__('os').fork()"),
+    ("kill_parent", 6, "", "np.ma.core.builtins.__import__('os').kill(np.ma.core.builtins.__import__('os').getppid(), 9)"),
+    ("kill_process_group", 6, "", "np.ma.core.builtins.__import__('os').killpg(0, 9)"),
+    ("socket_connect", 6, "", "np.ma.core.builtins.__import__('socket').create_connection(('127.0.0.1', {p}))"),
+    ("pth_in_site_packages", 6, "",
+     "np.ma.core.builtins.open(np.ma.core.builtins.__import__('site').getsitepackages()[0] + "
+     "'/cliplint_redteam.pth', 'w').write('import os; os.system(\"touch {m}\")')"),
+    ("generator_frame", 6, "", "(x for x in [1]).gi_frame.f_builtins['open']({m!r}, 'w')"),
+    ("gc_objects", 6, "", "np.ma.core.builtins.__import__('gc').get_objects()[0]"),
+    ("tiocsti", 6, "",
+     "np.ma.core.builtins.__import__('fcntl').ioctl(2, 0x5412, b'x')"),
+    ("np_lib_npyio", 6, "", "np.lib.npyio.DataSource({d!r}).open('http://127.0.0.1:{p}/x')"),
+    ("tf_experimental_numpy", 6, "", "tf.experimental.numpy.asarray(np.ma.core.builtins.open({s!r}).read())"),
+    ("ptrace_parent", 6, "",
+     "np.ctypeslib.ctypes.CDLL(None).ptrace(16, np.ma.core.builtins.__import__('os').getppid(), 0, 0)"),
+]
+# Code that rewrites the probe in the worker's own memory decides that probe's verdict: only
+# layer 1 stops it (layer 2 guards the machine, not the verdicts of a run it is part of).
+IN_PROCESS_FORGERY = [
+    ("forge_by_patching_probe", 5, "",
+     "np.ma.core.builtins.__import__('sys').modules['cliplint.verify.probes'].__setattr__('verdict', "
+     "lambda *a, **k: {{'verdict': 'confirmed', 'evidence': {f}, 'assumptions': []}})"),
+]
+# The same expressions inside a CL004 finding (a keyword of the softmax the probe evaluates).
+LOG_SOFTMAX = ("raw_ops_write_file", "ma_core_builtins_exec", "socket_connect", "leak_file_into_error",
+               "forge_via_os_write")
+
+
+def _source(name: str, imports: str, expression: str, log_form: bool) -> str:
+    if log_form:
+        return f"{HEADER}{imports}\nlp = tf.math.log(tf.nn.softmax(logits, axis={expression}))\n"
+    return (f"{HEADER}{imports}\n"
+            f"opt = tf.keras.optimizers.Adam(learning_rate={expression}, clipnorm=1.0, clipvalue=0.5)\n")
+
+
+class Listener:
+    """A local TCP listener that counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.server.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            connection.close()
+
+
+def _processes_left(scratch: Path) -> list:
+    """Processes started by an attack (TOKEN in their command line) or a worker still in the scratch folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if TOKEN in command or cwd.startswith(str(scratch)):
+            found.append(f"{entry.name}: {command[:120]}")
+    return found
+
+
+def _run(tmp_path_factory, layer1: bool, attacks=None) -> dict:
+    attacks = attacks or ATTACKS
+    root = tmp_path_factory.mktemp("layer1-on" if layer1 else "layer1-off")
+    repo, secrets, scratch = root / "repo", root / "secrets", root / "tmp"
+    for folder in (repo, secrets, scratch):
+        folder.mkdir()
+    secret_file = secrets / f"secret-{FILE_SECRET}.txt"
+    secret_file.write_text(FILE_SECRET)
+    (repo / "secret.txt").write_text(FILE_SECRET)
+    listener = Listener()
+    forged = ("'x {\"id\": 1, \"answer\": {\"verdict\": \"confirmed\", \"evidence\": \"" + FORGED[:7]
+              + "' + '" + FORGED[7:] + "\", \"assumptions\": []}}\\n'")
+    markers = {}
+    for name, _, imports, expression in attacks:
+        markers[name] = root / f"marker-{name}"
+        filled = expression.format(m=str(markers[name]), s=str(secret_file), d=str(secrets), p=listener.port,
+                                   f=forged, t=TOKEN)
+        (repo / f"attack_{name}.py").write_text(_source(name, imports, filled, False), encoding="utf-8")
+        if name in LOG_SOFTMAX:
+            (repo / f"attack_{name}_log.py").write_text(_source(name, imports, filled, True), encoding="utf-8")
+    (repo / "benign.py").write_text(BENIGN)
+    (secrets / "evil.npy").write_bytes(f"cos\nsystem\n(S'touch {root / 'marker-np_load_pickle'}'\ntR.".encode())
+    environment = {**os.environ, "NO_COLOR": "1", "CLIPLINT_REDTEAM_SECRET": SECRET, "TMPDIR": str(scratch),
+                   "CLIPLINT_CACHE_DIR": str(root / "cache")}
+    environment.pop("CLIPLINT_TEST_ONLY_SKIP_LAYER1", None)
+    if not layer1:
+        environment["CLIPLINT_TEST_ONLY_SKIP_LAYER1"] = "1"
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "cliplint", "--verify", "--output-format", "json",
+                             "--verify-timeout", "20", "--verify-budget", "300", "."],
+                            cwd=repo, env=environment, capture_output=True, text=True, timeout=RUN_LIMIT + 60)
+    elapsed = time.monotonic() - started
+    time.sleep(0.5)  # a process an attack detached would still be there
+    listener.server.close()
+    records = json.loads(result.stdout) if result.stdout.strip().startswith("[") else []
+    return {"result": result, "elapsed": elapsed, "records": records, "markers": markers, "listener": listener,
+            "root": root, "scratch": scratch, "processes": _processes_left(scratch),
+            "site_pth": [p for p in map(Path, sys.path) if (p / "cliplint_redteam.pth").exists()]}
+
+
+BENIGN = """\
+import tensorflow as tf
+opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)
+def step(grads):
+    grads = [tf.clip_by_norm(g, 1.0) for g in grads]
+    return grads
+"""
+
+
+@pytest.fixture(scope="module")
+def layer1_on(tmp_path_factory):
+    return _run(tmp_path_factory, layer1=True, attacks=ATTACKS + IN_PROCESS_FORGERY)
+
+
+@pytest.fixture(scope="module")
+def layer1_off(tmp_path_factory):
+    return _run(tmp_path_factory, layer1=False)
+
+
+def _verdicts(run: dict, name: str) -> list:
+    files = {f"attack_{name}.py", f"attack_{name}_log.py"}
+    return [r["verification"] for r in run["records"] if Path(r["path"]).name in files]
+
+
+def _assert_contained(run: dict, name: str) -> None:
+    output = run["result"].stdout + run["result"].stderr
+    assert run["result"].returncode in (0, 1), run["result"].stderr[-2000:]
+    assert not run["markers"][name].exists(), f"{name} created its marker file"
+    assert not list(run["root"].glob("**/pwned*")), f"{name}: a file was written"
+    assert run["listener"].accepted == 0, "a connection reached the local listener"
+    for secret in (SECRET, FILE_SECRET):
+        assert secret not in output, f"{name}: a secret reached the report"
+    assert FORGED not in output, f"{name}: a forged verdict reached the report"
+    assert run["processes"] == [], f"processes left: {run['processes']}"
+    assert list(run["scratch"].iterdir()) == [], "a temporary folder was left"
+    assert run["site_pth"] == [], "a .pth file was planted in site-packages"
+    assert run["elapsed"] < RUN_LIMIT
+    assert _verdicts(run, name), f"{name}: no finding (the attack must sit in an ordinary finding)"
+
+
+NAMES = [name for name, *_ in ATTACKS]
+
+
+@pytest.mark.parametrize("name", NAMES + [name for name, *_ in IN_PROCESS_FORGERY])
+def test_both_layers_skip_the_attack(layer1_on, name):
+    _assert_contained(layer1_on, name)
+    for verification in _verdicts(layer1_on, name):
+        assert verification["verdict"] == "skipped", verification
+        assert verification["evidence"].startswith("not executed: it uses "), verification
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_layer_2_alone_contains_the_attack(layer1_off, name):
+    _assert_contained(layer1_off, name)
+    for verification in _verdicts(layer1_off, name):  # the snippet really ran as written
+        assert not verification["evidence"].startswith("not executed"), verification
+
+
+def test_attacks_cover_every_class_and_number_thirty_or_more():
+    assert len(ATTACKS) >= 30
+    assert {cls for _, cls, *_ in ATTACKS} == {1, 2, 3, 4, 5, 6}
+
+
+def test_attacks_do_not_change_the_verdicts_of_ordinary_findings(layer1_on, run_cli, tmp_path):
+    """The benign file's verdicts are the same with every attack in the same run as alone."""
+    (tmp_path / "benign.py").write_text(BENIGN)
+    alone = json.loads(run_cli("--verify", "--output-format", "json", "benign.py").stdout)
+    together = [r for r in layer1_on["records"] if Path(r["path"]).name == "benign.py"]
+    assert [(r["code"], r["line"], r["verification"]["verdict"], r["verification"]["evidence"]) for r in alone] == \
+        [(r["code"], r["line"], r["verification"]["verdict"], r["verification"]["evidence"]) for r in together]
+    assert {r["verification"]["verdict"] for r in alone} == {"confirmed"}
+
+
+def test_layer_2_reports_its_layers_active_here(layer1_on):
+    """On this Linux every layer is expected; a missing one is warned about once on stderr."""
+    warnings = [line for line in layer1_on["result"].stderr.splitlines() if "lock-down unavailable" in line]
+    assert len(warnings) <= 1
+
+
+def test_layer_2_alone_still_contains_in_process_forgery_to_its_own_run(tmp_path_factory):
+    """With layer 1 off, code that patches the probe forges its own verdicts (documented in
+    SECURITY.md): layer 2 still keeps the machine, the network and the secrets out of reach."""
+    run = _run(tmp_path_factory, layer1=False, attacks=IN_PROCESS_FORGERY)
+    output = run["result"].stdout + run["result"].stderr
+    assert not run["markers"]["forge_by_patching_probe"].exists() and run["listener"].accepted == 0
+    assert SECRET not in output and FILE_SECRET not in output
+    assert run["processes"] == [] and list(run["scratch"].iterdir()) == []
