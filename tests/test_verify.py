@@ -1,8 +1,12 @@
 """The verifier against real TensorFlow (tensorflow-cpu), never a mock of it."""
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +14,7 @@ pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu
 
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
-from cliplint.verify import Session, verify_findings  # noqa: E402
+from cliplint.verify import Session, sandbox, verify_findings  # noqa: E402
 
 RULES = list(ALL_RULES.values())
 
@@ -123,7 +127,6 @@ def test_misaligned_lists_without_none_are_not_reproduced():
                             "imports": {}, "constants": {}}]
     session = Session(timeout=120)
     try:
-        from dataclasses import replace
         verdict = session.verify(replace(finding, probe=probe))
     finally:
         session.close()
@@ -314,10 +317,66 @@ def test_lambdas_are_refused_by_layer_1():
     assert verification["verdict"] == "skipped" and "`Lambda` expression" in verification["evidence"]
 
 
-def test_deep_recursion_through_allowed_calls_is_stopped():
-    """Nested calls past the recursion limit (built from allowed names only) end in an inconclusive verdict."""
-    nested = "abs(" * 3000 + "1.0" + ")" * 3000
-    finding = _finding(f"import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate={nested}, "
-                       "clipnorm=1.0, clipvalue=0.5)\n")
-    verification = verify_findings([finding], timeout=60)[0].verification
-    assert verification["verdict"] in ("inconclusive", "skipped"), verification
+def test_budget_leaves_the_rest_inconclusive_and_bounds_the_run():
+    slow = [_finding("import tensorflow as tf\n"
+                     f"opt = tf.keras.optimizers.Adam(learning_rate=sum(range(10**10 + {i})), clipnorm=1.0, "
+                     "clipvalue=0.5)\n") for i in range(6)]
+    started = time.monotonic()
+    verified = verify_findings(slow, timeout=4, budget=12)
+    elapsed = time.monotonic() - started
+    evidence = [f.verification["evidence"] for f in verified]
+    assert elapsed < 30, elapsed
+    assert all(f.verification["verdict"] == "inconclusive" for f in verified)
+    assert evidence.count("verify budget spent") >= 3, evidence
+
+
+def test_identical_probes_run_once():
+    finding = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    twin = replace(finding, path="other.py")
+    session = Session(timeout=120)
+    try:
+        first, second = session.verify(finding), session.verify(twin)
+        asked = session.worker.sent
+    finally:
+        session.close()
+    assert first == second and first["verdict"] == "confirmed"
+    assert asked == 1
+
+
+def test_stale_folder_of_a_dead_run_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"cliplint-verify-{dead.pid}-abc"
+    live = tmp_path / f"cliplint-verify-{os.getpid()}-def"
+    for folder in (stale, live):
+        folder.mkdir()
+        (folder / "worker.log").write_text("x")
+    Session(timeout=1).close()
+    assert not stale.exists() and live.exists()
+
+
+def test_a_line_written_into_the_channel_is_rejected(monkeypatch):
+    """Layer 1 off (test-only hook): the snippet writes a well-formed verdict line to every descriptor.
+    Without the run's key it is rejected; the finding is inconclusive, never the forged verdict."""
+    monkeypatch.setenv("CLIPLINT_TEST_ONLY_SKIP_LAYER1", "1")
+    line = '0' * 64 + ' {"id": 1, "answer": {"verdict": "confirmed", "evidence": "FORGED", "assumptions": []}}\\n'
+    attack = f"[np.ma.core.builtins.__import__('os').write(n, b'{line}') for n in range(1, 40) " \
+             "if np.ma.core.builtins.__import__('os').path.exists('/proc/self/fd/%d' % n)]"
+    finding = _finding(f"import tensorflow as tf\nimport numpy as np\n"
+                       f"opt = tf.keras.optimizers.Adam(learning_rate={attack}, clipnorm=1.0, clipvalue=0.5)\n")
+    verification = verify_findings([finding], timeout=120)[0].verification
+    assert "FORGED" not in verification["evidence"]
+    assert verification["verdict"] == "inconclusive"
+    assert "failed authentication" in verification["evidence"]
+
+
+def test_worker_reports_its_lock_down_layers():
+    session = Session(timeout=120)
+    try:
+        session._worker()
+    finally:
+        session.close()
+    assert set(session.layers) == set(sandbox.LAYERS)
+    if sys.platform == "linux":
+        assert session.layers["rlimits"] == "active" and session.layers["no_new_privs"] == "active"

@@ -122,9 +122,10 @@ class Rebuilder(ast.NodeTransformer):
             return self._symbol(node, chain)
         if chain and chain[0] not in self.bound:
             return self._unknown_chain(node, chain)
+        node = self.generic_visit(node)  # what it is read from first: `os.popen(...).read` names `os.popen`
         if node.attr not in ATTRIBUTES:
             raise Refused(f"the attribute `.{node.attr}`")
-        return self.generic_visit(node)
+        return node
 
     def _store(self, node: ast.Attribute, chain: Optional[List[str]]) -> ast.AST:
         """Assigning an attribute: only a clip option, learning rate or optimizer, and only on
