@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from cliplint.settings import Config  # noqa: E402
 from cliplint.engine import run  # noqa: E402
+from cliplint.settings import Config  # noqa: E402
 from cliplint.verify import Session  # noqa: E402
 
 
@@ -57,7 +57,8 @@ def main() -> int:
     print(f"{'rule':<6} {'probes':>6} {'mean s':>8} {'median s':>9} {'max s':>7}")
     for code in sorted(per_rule):
         times = per_rule[code]
-        print(f"{code:<6} {len(times):>6} {statistics.mean(times):>8.3f} {statistics.median(times):>9.3f} {max(times):>7.3f}")
+        mean, median = statistics.mean(times), statistics.median(times)
+        print(f"{code:<6} {len(times):>6} {mean:>8.3f} {median:>9.3f} {max(times):>7.3f}")
     return 0
 
 

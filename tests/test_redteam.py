@@ -4,7 +4,8 @@ TensorFlow, twice: as shipped (both layers), and with layer 1 switched off by th
 faces snippets that run as written with every builtin.
 
 Every attack sits in its own file as an argument of an ordinary finding: `Adam(learning_rate=<attack>,
-clipnorm=1.0, clipvalue=0.5)` (CL001; the rule needs literal clip options) or `log(softmax(logits, axis=<attack>))` (CL004). Each run is one
+clipnorm=1.0, clipvalue=0.5)` (CL001; the rule needs literal clip options) or
+`log(softmax(logits, axis=<attack>))` (CL004). Each run is one
 command over all attack files (one worker session, replaced when an attack kills it); each attack
 is then checked for: no marker file, no connection to a local listener, no secret (environment
 or file, content or name) in the output, no forged verdict, no process or temporary folder left,
@@ -94,7 +95,8 @@ ATTACKS = [
     ("detached_process", 6, "",
      "np.ma.core.builtins.__import__('subprocess').Popen(['sleep', '60', '{t}'], start_new_session=True)"),
     ("fork", 6, "", "np.ma.core.builtins.__import__('os').fork()"),
-    ("kill_parent", 6, "", "np.ma.core.builtins.__import__('os').kill(np.ma.core.builtins.__import__('os').getppid(), 9)"),
+    ("kill_parent", 6, "",
+     "np.ma.core.builtins.__import__('os').kill(np.ma.core.builtins.__import__('os').getppid(), 9)"),
     ("kill_process_group", 6, "", "np.ma.core.builtins.__import__('os').killpg(0, 9)"),
     ("socket_connect", 6, "", "np.ma.core.builtins.__import__('socket').create_connection(('127.0.0.1', {p}))"),
     ("pth_in_site_packages", 6, "",
@@ -106,6 +108,9 @@ ATTACKS = [
      "np.ma.core.builtins.__import__('fcntl').ioctl(2, 0x5412, b'x')"),
     ("np_lib_npyio", 6, "", "np.lib.npyio.DataSource({d!r}).open('http://127.0.0.1:{p}/x')"),
     ("tf_experimental_numpy", 6, "", "tf.experimental.numpy.asarray(np.ma.core.builtins.open({s!r}).read())"),
+    ("prlimit_parent", 6, "",
+     "np.ma.core.builtins.__import__('resource').prlimit(np.ma.core.builtins.__import__('os').getppid(), "
+     "np.ma.core.builtins.__import__('resource').RLIMIT_NOFILE, (3, 3))"),
     ("ptrace_parent", 6, "",
      "np.ctypeslib.ctypes.CDLL(None).ptrace(16, np.ma.core.builtins.__import__('os').getppid(), 0, 0)"),
 ]

@@ -69,7 +69,8 @@ def test_cl001_constructor_raises_in_keras3_or_drops_clipvalue_in_tf_keras(verif
     v = verified[("CL001", 3)]
     assert v["verdict"] == "confirmed"
     if v["flavour"] == "Keras 3":
-        assert "raises ValueError: Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set" in v["evidence"]
+        expected = "raises ValueError: Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set"
+        assert expected in v["evidence"]
     else:
         assert "`clipvalue` silently had no effect" in v["evidence"]
 
@@ -134,13 +135,23 @@ def test_misaligned_lists_without_none_are_not_reproduced():
 
 
 @pytest.mark.parametrize("source", [
-    "import os, tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=os.system('touch pwned'), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=open('pwned', 'w').write('x'), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=tf.io.write_file('pwned', 'x'), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=__import__('os').system('touch pwned'), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf, subprocess\nopt = tf.keras.optimizers.Adam(learning_rate=subprocess.call(['touch', 'pwned']), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=tf.keras.utils.get_file('pwned', 'http://x'), clipnorm=1.0, clipvalue=0.5)\n",
-    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=(1).__class__.__bases__[0], clipnorm=1.0, clipvalue=0.5)\n",
+    "import os, tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=os.system('touch pwned'),"
+    " clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=open('pwned',"
+    " 'w').write('x'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=tf.io.write_file('pwned',"
+    " 'x'), clipnorm=1.0, clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt ="
+    " tf.keras.optimizers.Adam(learning_rate=__import__('os').system('touch pwned'), clipnorm=1.0,"
+    " clipvalue=0.5)\n",
+    "import tensorflow as tf, subprocess\nopt ="
+    " tf.keras.optimizers.Adam(learning_rate=subprocess.call(['touch', 'pwned']), clipnorm=1.0,"
+    " clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt ="
+    " tf.keras.optimizers.Adam(learning_rate=tf.keras.utils.get_file('pwned', 'http://x'), clipnorm=1.0,"
+    " clipvalue=0.5)\n",
+    "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=(1).__class__.__bases__[0],"
+    " clipnorm=1.0, clipvalue=0.5)\n",
 ])
 def test_unsafe_snippets_are_never_executed(source, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
@@ -219,7 +230,8 @@ def test_cli_verify_json_and_exit_status(tmp_path, run_cli):
 
 
 def test_verify_without_tensorflow_says_how_to_install(tmp_path):
-    (tmp_path / "a.py").write_text("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    (tmp_path / "a.py").write_text("import tensorflow as tf\n"
+                                   "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
     script = ("import importlib.util, sys\n"
               "real = importlib.util.find_spec\n"
               "importlib.util.find_spec = lambda name, *a: None if name == 'tensorflow' else real(name, *a)\n"
@@ -244,7 +256,8 @@ def test_plain_linting_never_imports_tensorflow(tmp_path):
 
 def test_tf_keras_flavour_names_itself_and_drops_clipvalue(tmp_path, run_cli):
     pytest.importorskip("tf_keras", reason="install tf-keras (--no-deps) to test the tf-keras flavour")
-    (tmp_path / "a.py").write_text("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    (tmp_path / "a.py").write_text("import tensorflow as tf\n"
+                                   "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
     result = run_cli("--verify", "--output-format", "json", "a.py", env={"TF_USE_LEGACY_KERAS": "1"})
     verification = json.loads(result.stdout)[0]["verification"]
     assert verification["flavour"] == "tf-keras"
@@ -295,13 +308,16 @@ def test_further_rules_are_confirmed(verified_further):
 
 @pytest.mark.parametrize("source,reason", [
     ("import tensorflow as tf, socket\n"
-     "opt = tf.keras.optimizers.Adam(learning_rate=socket.create_connection(('example.com', 80)), clipnorm=1.0, clipvalue=0.5)\n",
+     "opt = tf.keras.optimizers.Adam(learning_rate=socket.create_connection(('example.com', 80)),"
+     " clipnorm=1.0, clipvalue=0.5)\n",
      "socket"),
     ("import tensorflow as tf, urllib.request\n"
-     "opt = tf.keras.optimizers.Adam(learning_rate=urllib.request.urlopen('http://x').read(), clipnorm=1.0, clipvalue=0.5)\n",
+     "opt = tf.keras.optimizers.Adam(learning_rate=urllib.request.urlopen('http://x').read(),"
+     " clipnorm=1.0, clipvalue=0.5)\n",
      "urllib"),
     ("import tensorflow as tf\n"
-     "opt = tf.keras.optimizers.Adam(learning_rate=tf.data.TextLineDataset('/etc/passwd'), clipnorm=1.0, clipvalue=0.5)\n",
+     "opt = tf.keras.optimizers.Adam(learning_rate=tf.data.TextLineDataset('/etc/passwd'), clipnorm=1.0,"
+     " clipvalue=0.5)\n",
      "tf.data"),
 ])
 def test_network_and_file_access_is_never_executed(source, reason):

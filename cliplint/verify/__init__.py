@@ -33,6 +33,7 @@ DEFAULT_BUDGET = 600.0
 FOLDER_PREFIX = "cliplint-verify-"
 MEMORY_LIMIT = 4 * 1024 ** 3
 MAX_TEXT = 2000
+MAX_ANSWER = 1024 ** 2  # bytes of one answer line
 # The test-only hook that switches layer 1 off (tests/test_redteam.py): honoured only while pytest
 # runs a test (it sets PYTEST_CURRENT_TEST), never in a plain run.
 UNCHECKED_HOOK = "CLIPLINT_TEST_ONLY_SKIP_LAYER1"
@@ -100,6 +101,8 @@ class Worker:
                 if not chunk:
                     raise WorkerFailed(self._death())
                 self.buffer += chunk
+                if len(self.buffer) > MAX_ANSWER:
+                    raise WorkerFailed("the worker's answer is too long (something else wrote to its channel)")
         line, self.buffer = self.buffer.split(b"\n", 1)
         return self._authentic(line, expected)
 

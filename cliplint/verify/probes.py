@@ -273,8 +273,9 @@ def describe_options(optimizer, built: str) -> dict:
     step = f"one SGD step on the gradient [3, -4] moved the weights by {shown(-update)}"
     if alone:
         ignored = [k for k in options if k not in alone]
+        silent = ", ".join(f"`{k}`" for k in ignored)
         return verdict("confirmed", f"{FLAVOUR} {built} without an error ({listed} set); {step}, which is "
-                                    f"`{alone[0]}` alone: {', '.join(f'`{k}`' for k in ignored)} silently had no effect")
+                                    f"`{alone[0]}` alone: {silent} silently had no effect")
     if np.allclose(update, sequence, atol=1e-4):
         return verdict("confirmed", f"{FLAVOUR} {built} without an error ({listed} set) and applies all of them "
                                     f"in sequence: {step}")
@@ -436,18 +437,20 @@ def probe_per_tensor(probe: dict) -> dict:
     global_norm = float(np.linalg.norm(_flat(global_clipped)))
     evidence = (f"{TF}: after your per-tensor clipping the update's global norm is {norm:.3g} "
                 f"({'>' if norm > threshold * 1.001 else '<='} {threshold:g}) and its direction changed "
-                f"(cosine {cosine:.2f} to the raw gradient); tf.clip_by_global_norm gives norm {global_norm:.3g}, cosine 1.00")
+                f"(cosine {cosine:.2f} to the raw gradient); tf.clip_by_global_norm gives norm {global_norm:.3g}, "
+                "cosine 1.00")
     if norm > threshold * 1.001 or cosine < 0.999:
         return verdict("confirmed", evidence, assumptions)
-    return verdict("not-reproduced", f"{TF}: the clipped update has norm {norm:.3g} and cosine {cosine:.3f}", assumptions)
+    return verdict("not-reproduced", f"{TF}: the clipped update has norm {norm:.3g} and cosine {cosine:.3f}",
+                   assumptions)
 
 
 # --- CL004 ----------------------------------------------------------------------------------
 
 STAND_IN_LOGITS = {
-    "softmax": ([[100.0, 0.0, -3.0]], lambda l: tf.nn.softmax(l), lambda l: tf.nn.log_softmax(l), "tf.nn.log_softmax"),
-    "sigmoid": ([[-200.0, 0.5]], lambda l: tf.math.sigmoid(l), lambda l: tf.math.log_sigmoid(l), "tf.math.log_sigmoid"),
-    "1-sigmoid": ([[200.0, 0.5]], lambda l: tf.math.sigmoid(l), lambda l: tf.math.log_sigmoid(-l),
+    "softmax": ([[100.0, 0.0, -3.0]], tf.nn.softmax, tf.nn.log_softmax, "tf.nn.log_softmax"),
+    "sigmoid": ([[-200.0, 0.5]], tf.math.sigmoid, tf.math.log_sigmoid, "tf.math.log_sigmoid"),
+    "1-sigmoid": ([[200.0, 0.5]], tf.math.sigmoid, lambda logits: tf.math.log_sigmoid(-logits),
                   "tf.math.log_sigmoid(-x)"),
 }
 
@@ -617,7 +620,8 @@ def probe_unused(probe: dict) -> dict:
         threshold = float(execute(probe["threshold"]["code"], namespace(probe["threshold"], bound, assumptions)))
     if threshold is not None and norm > threshold * 1.001:
         return verdict("confirmed", f"{TF}: the gradients passed to apply_gradients have global norm {norm:.4g} "
-                                    f"(threshold {threshold:g}): the clipped list was computed and not used", assumptions)
+                                    f"(threshold {threshold:g}): the clipped list was computed and not used",
+                       assumptions)
     return verdict("not-reproduced", f"{TF}: the applied gradients have global norm {norm:.4g}", assumptions)
 
 
@@ -755,7 +759,8 @@ def probe_config(probe: dict) -> dict:
     classes = {name.lower(): getattr(KERAS.optimizers, name) for name in dir(KERAS.optimizers)
                if allowed(f"keras.optimizers.{name}") and isinstance(getattr(KERAS.optimizers, name), type)}
     cls = classes.get(probe["class_name"].lower())
-    assumptions = ["the optimizer class is assumed to be SGD (the mapping names none)"] if probe["assumed_class"] else []
+    assumed = "the optimizer class is assumed to be SGD (the mapping names none)"
+    assumptions = [assumed] if probe["assumed_class"] else []
     if cls is None:
         return verdict("inconclusive", f"{FLAVOUR} has no optimizer named {probe['class_name']}", assumptions)
     accepted = inspect.signature(cls.__init__).parameters

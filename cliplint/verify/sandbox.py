@@ -173,6 +173,7 @@ _DENIED = (
     "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "fanotify_init",
     "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "move_mount", "open_tree", "fsopen", "fsmount",
     "mount_setattr", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "capset",
+    "setpriority", "ioprio_set", "process_madvise", "kcmp", "migrate_pages", "move_pages",
 )
 _WRITE_FLAGS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC)
 _TIOCSTI, _TIOCLINUX = 0x5412, 0x541C
@@ -198,6 +199,7 @@ def _seccomp() -> None:
     rules.add_rule(denied, "tgkill", seccomp.Arg(0, seccomp.NE, pid))
     rules.add_rule(denied, "rt_sigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
     rules.add_rule(denied, "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
+    rules.add_rule(denied, "prlimit64", seccomp.Arg(2, seccomp.NE, 0))  # reading limits only, of anyone
     for request in (_TIOCSTI, _TIOCLINUX):
         rules.add_rule(denied, "ioctl", seccomp.Arg(1, seccomp.EQ, request))
     rules.set_attr(seccomp.Attr.CTL_TSYNC, 1)  # onto every thread TensorFlow already started
