@@ -123,8 +123,8 @@ class ClippedGradientsUnused(Rule):
     ]
     INVALID = [
         # no threshold written (TF raises TypeError there): still the unclipped list applied, and no crash
-        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped = [tf.clip_by_norm(g) for g in grads]\n"
-                "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
+                "clipped = [tf.clip_by_norm(g) for g in grads]\nopt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
