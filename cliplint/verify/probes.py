@@ -484,11 +484,17 @@ def _probabilities(probe: dict, logits, assumptions: List[str]):
     return function(logits, **keywords)
 
 
+def _unknown_names(snippet: dict) -> List[str]:
+    """The names a snippet reads that are neither imported, constant, allowlisted nor stood in for."""
+    known = {**snippet.get("imports", {}), **snippet.get("constants", {}), **snippet.get("symbols", {}),
+             **snippet.get("stand_ins", {})}
+    return [n for n in free_names(snippet["code"]) if n not in known]
+
+
 def _log_value(probe: dict, logits, assumptions: List[str]):
     log = probe["log"]
     if probe.get("fixed"):  # an autofix's log-space expression: its one unknown input is the logits
-        unknown = [n for n in free_names(log["code"]) if n not in log.get("imports", {})
-                   and n not in log.get("constants", {})]
+        unknown = _unknown_names(log)
         if len(unknown) != 1:
             raise ValueError(f"the fixed expression has {len(unknown)} unknown inputs, not just the logits")
         return execute(log["code"], namespace(log, {unknown[0]: logits}, assumptions))
@@ -500,8 +506,7 @@ def _log_value(probe: dict, logits, assumptions: List[str]):
         if replacer.found:
             code = ast.unparse(tree)
             return execute(code, namespace({**log, "code": code}, {"probabilities_": probabilities}, assumptions))
-    known = {**log.get("imports", {}), **log.get("constants", {}), **log.get("symbols", {}), **log.get("stand_ins", {})}
-    unknown = [n for n in free_names(log["code"]) if n not in known]
+    unknown = _unknown_names(log)
     if len(unknown) > 1:
         assumptions.append(f"evaluated the log of the probabilities directly: {', '.join(unknown)} are not known")
         return tf.math.log(probabilities)
