@@ -122,9 +122,6 @@ class ClippedGradientsUnused(Rule):
         "pairs = list(zip(clipped, vs))\nopt.apply_gradients(pairs)\n",
     ]
     INVALID = [
-        # no threshold written (TF raises TypeError there): still the unclipped list applied, and no crash
-        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
-                "clipped = [tf.clip_by_norm(g) for g in grads]\nopt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
@@ -135,6 +132,9 @@ class ClippedGradientsUnused(Rule):
         Invalid("import tensorflow as tf\ngrads = tf.gradients(loss, params)\n"
                 "clipped_grads = tf.clip_by_global_norm(grads, 5.0)[0]\n"
                 "train_op = opt.apply_gradients(zip(grads, params))\n", 4),
+        # no threshold written (TF raises TypeError there): still the unclipped list applied, and no crash
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
+                "clipped = [tf.clip_by_norm(g) for g in grads]\nopt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
