@@ -65,6 +65,7 @@ class Facts:
         self.calls_by_name: Dict[str, List[ast.Call]] = {}  # callee (last part) -> its calls
         self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword -> every value passed with it
         self.argument_callees: Set[str] = set()  # callees whose call is passed straight to another call
+        self.statement_callees: Set[str] = set()  # callees whose call is a statement of its own (result unused)
         self.assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
         self.single_assignments: List[Tuple[ast.AST, ast.AST]] = []  # `target = value` with one target
         self.iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
@@ -173,6 +174,10 @@ class Facts:
         elif name == "zip" and len(node.args) > 1:
             self.zipped_first.append(node.args[0])
 
+    def _see_expression_statement(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Call):
+            self.statement_callees.add(callee(node.value))
+
     def _see_assignment(self, node) -> None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         value = node.value
@@ -206,6 +211,17 @@ class Facts:
         flows = [(set(target_names(target)), set(self.names_at.within(value)),
                   not producers.isdisjoint(self.callees_at.within(value)))
                  for target, value in self.assignments]
+        # a function's parameters carry what any call of it (by name or as a method) passes
+        parameters: Dict[str, Set[str]] = {}
+        for name, function in self._functions:
+            arguments = function.args
+            parameters.setdefault(name, set()).update(
+                a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs))
+        for name, params in parameters.items():
+            for call in self.calls_by_name.get(name, ()):
+                for passed in (*call.args, *(k.value for k in call.keywords)):
+                    flows.append((params, set(self.names_at.within(passed)),
+                                  not producers.isdisjoint(self.callees_at.within(passed))))
         names: Set[str] = set()
         changed = True
         while changed:
@@ -300,6 +316,7 @@ _SEE = {
     ast.AnnAssign: Facts._see_assignment,
     ast.AugAssign: Facts._see_assignment,
     ast.Compare: Facts._see_compare,
+    ast.Expr: Facts._see_expression_statement,
     ast.For: Facts._see_loop,
     ast.AsyncFor: Facts._see_loop,
     ast.comprehension: Facts._see_loop,

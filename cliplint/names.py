@@ -24,6 +24,9 @@ _PREFIXES = (
     ("tensorflow.compat.v1.", "tensorflow."),
     ("tensorflow.compat.v2.", "tensorflow."),
     ("keras.optimizers.experimental.", "keras.optimizers."),
+    ("tensorflow.contrib.slim.", "tensorflow.contrib.layers."),  # slim re-exports contrib's layers
+    ("tf_slim.layers.", "tensorflow.contrib.layers."),
+    ("tf_slim.", "tensorflow.contrib.layers."),
 )
 
 # Symbols TensorFlow exports under several names.
@@ -130,6 +133,12 @@ KEEPS_PROBABILITY = frozenset({
     "tensorflow.gather_nd", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.reduce_sum",
     "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
     "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
+    "tensorflow.slice", "tensorflow.stop_gradient",
 })
+# Functions that make one tensor of a list of them: probabilities when an element is one.
+STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack"})
+# Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.
+LAYER_FUNCTIONS = {"tensorflow.layers.dense": (2, "activation"),
+                   "tensorflow.contrib.layers.fully_connected": (2, "activation_fn")}
 SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})

@@ -134,3 +134,55 @@ def test_comment_lines_of_a_left_out_definition_stay():
         "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
     assert blanked(source) == {"summarise"}
     assert codes(source) == []  # the file-level noqa inside the left-out function still counts
+
+
+def test_definitions_a_call_summary_needs_are_kept():
+    """The log is in a helper, the softmax in another, and only an untokened third function
+    calls both: every one of them must be parsed for the parameter to be followed."""
+    source = '''
+    import tensorflow as tf
+
+    def xent(p, y):
+        return -tf.reduce_sum(y * tf.math.log(p))
+
+    def predict(x):
+        return tf.nn.softmax(x)
+
+    def step(x, y):
+        return xent(predict(x), y)
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == [(5, "CL004")]
+
+
+def test_a_clip_helper_and_its_untokened_caller_are_kept():
+    source = '''
+    import tensorflow as tf
+
+    def clip_each(gs):
+        return [tf.clip_by_norm(g, 1.0) for g in gs if g is not None]
+
+    def train(tape, loss, model, opt):
+        grads = clip_each(tape.gradient(loss, model.trainable_variables))
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == [(5, "CL003")]
+
+
+def test_flag_definitions_in_a_function_are_kept():
+    """`FLAGS.gclip` gets its default from a definition that holds no clip word."""
+    source = '''
+    import tensorflow as tf
+    from absl import flags
+
+    FLAGS = flags.FLAGS
+
+    def define_flags():
+        flags.DEFINE_float("gclip", 1.0, "global clip")
+        flags.DEFINE_float("vclip", 0.5, "value clip")
+
+    opt = tf.keras.optimizers.Adam(global_clipnorm=FLAGS.gclip, clipvalue=FLAGS.vclip)
+    '''
+    assert blanked(source) == set()
+    assert codes(source) == [(11, "CL001")]

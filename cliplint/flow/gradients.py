@@ -5,12 +5,13 @@ against `None`, and whether a value reaches `optimizer.apply_gradients(...)`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from .local import Binding, Dataflow
+from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, arg, target_names, tests_none, walk
 
 
@@ -23,6 +24,7 @@ class GradList:
     may_hold_none: bool  # an entry is None when a variable gets no gradient
     filtered: bool  # None entries were removed, so it is shorter than the variable list
     sources: Optional[cst.BaseExpression]  # the variables the gradient was taken for
+    via: Tuple[str, ...] = ()  # the calls it came in through, outermost first, for messages
 
 
 class Gradients:
@@ -47,7 +49,7 @@ class Gradients:
     def gradient_list(self, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[GradList]:
         if expr is None or depth > MAX_DEPTH:
             return None
-        if isinstance(expr, cst.Name):
+        if isinstance(expr, (cst.Name, cst.Attribute)):  # also `self.gvs`
             return self._gradient_name(expr, depth)
         if isinstance(expr, cst.Call):
             return self._gradient_call(expr, depth)
@@ -81,8 +83,10 @@ class Gradients:
             return self.gradient_list(call.args[0].value, depth + 1)
         return None
 
-    def _gradient_name(self, name: cst.Name, depth: int) -> Optional[GradList]:
+    def _gradient_name(self, name: cst.BaseExpression, depth: int) -> Optional[GradList]:
         binding = self.flow.binding_of(name)
+        if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
+            return self._gradient_parameter(binding, depth)
         if binding is None or binding.kind != "assign":
             return None
         if not binding.path:
@@ -100,6 +104,17 @@ class Gradients:
                 inner = self.gradient_list(value.args[0].value, depth + 1)
                 if inner is not None and inner.pairs:
                     return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
+        return None
+
+    def _gradient_parameter(self, binding: Binding, depth: int) -> Optional[GradList]:
+        """A parameter holds a gradient list when a call of its function passes one."""
+        if depth > PARAMETER_DEPTH * 2:  # each parameter hop costs two levels of depth
+            return None
+        for call in self.flow.call_sites(binding.owner):
+            passed = self.flow.argument_for(call, binding.owner, binding.name)
+            found = self.gradient_list(passed, depth + 2) if passed is not None else None
+            if found is not None:
+                return dataclasses.replace(found, via=(self.flow.describe_call(call),) + found.via)
         return None
 
     def _gradient_comprehension(self, comp, depth: int) -> Optional[GradList]:
@@ -138,8 +153,9 @@ class Gradients:
                 return None
             if func == "enumerate" and iterable.args:
                 grads = self.gradient_list(iterable.args[0].value, depth + 1)
-                if grads is not None and (1,) in by_path:
-                    return grads, [by_path[(1,)]]
+                key = (1, 0) if grads is not None and grads.pairs else (1,)
+                if grads is not None and key in by_path:  # `for i, (grad, var) in enumerate(gvs)`
+                    return grads, [by_path[key]]
                 return None
         grads = self.gradient_list(iterable, depth + 1)
         if grads is None:
@@ -211,5 +227,9 @@ def reaches_apply(flow: Dataflow, node: cst.CSTNode, depth: int = 0) -> bool:
             return any(reaches_apply(flow, use, depth + 1)
                        for target in parent.targets for name, path in target_names(target.target) if not path
                        for use in flow.uses_after(name.value, parent))
+        if isinstance(parent, cst.Return):  # a helper returning the list: where is it called?
+            function = flow.scope_of(parent)
+            return type(function) is cst.FunctionDef and depth < MAX_DEPTH and any(
+                reaches_apply(flow, call, depth + 2) for call in flow.call_sites(function))
         return False
     return False

@@ -14,7 +14,12 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, target_names
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, target_names
+
+# How many calls a value is followed through into a function's parameter. Two covers the shape
+# real code has (a training step calls a loss helper that calls a small log helper); each level
+# multiplies the call sites to look at, and deeper chains were not seen in the real-code set.
+PARAMETER_DEPTH = 2
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class Dataflow:
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
         self._names: Optional[Dict[str, List[cst.Name]]] = None
+        self._call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None
+        self._flags: Optional[Dict[str, Optional[cst.BaseExpression]]] = None
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
@@ -107,14 +114,36 @@ class Dataflow:
                 self._add(func.value.value, self.scope_of(node), "append", node.args[0].value, (),
                           node, ctx.post[node])
 
-    def _bind_target(self, target, kind, value, owner, visible_from) -> None:
+    def _bind_target(self, target, kind, value, owner, visible_from, path: Tuple[int, ...] = ()) -> None:
         if isinstance(target, cst.Attribute):
-            dotted = self.ctx.text(target)
-            self._add(dotted, self.ctx.module, kind, value, (), owner, visible_from)
+            self._add(self.ctx.text(target), self._attribute_scope(target), kind, value, path, owner, visible_from)
             return
+        if isinstance(target, (cst.Tuple, cst.List)):  # `self.probs, self.value = self._build()`
+            for i, element in enumerate(target.elements):
+                if isinstance(element, cst.Element) and isinstance(element.value, cst.Attribute):
+                    self._bind_target(element.value, kind, value, owner, visible_from, path + (i,))
         scope = self.scope_of(owner)
-        for name, path in target_names(target):
-            self._add(name.value, scope, kind, value, path, owner, visible_from)
+        for name, name_path in target_names(target, path):
+            self._add(name.value, scope, kind, value, name_path, owner, visible_from)
+
+    def _attribute_scope(self, attribute: cst.Attribute) -> cst.CSTNode:
+        """Where `x.attr` bindings live: `self.attr` in a method belongs to the method's class
+        (another class's `self.model` is another value); any other dotted name to the module."""
+        method = self.method_of(attribute)
+        if method is not None and isinstance(attribute.value, cst.Name) and method[0].params.params \
+                and method[0].params.params[0].name.value == attribute.value.value:
+            return method[1]
+        return self.ctx.module
+
+    def method_of(self, node: cst.CSTNode) -> Optional[Tuple[cst.FunctionDef, cst.ClassDef]]:
+        """The method (and its class) whose body holds `node`, for methods defined in a class body."""
+        scope = self.scope_of(node)
+        while type(scope) is cst.Lambda:
+            scope = self.scope_of(scope)
+        if type(scope) is not cst.FunctionDef:
+            return None
+        outer = self.scope_of(scope)
+        return (scope, outer) if type(outer) is cst.ClassDef else None
 
     def _comprehension_binding(self, use: cst.Name) -> Optional[Binding]:
         """A name bound by an enclosing comprehension, or by a lambda mapped over an iterable."""
@@ -155,9 +184,11 @@ class Dataflow:
 
     def _find_binding(self, use: cst.CSTNode) -> Optional[Binding]:
         if isinstance(use, cst.Attribute):
-            found = self._bindings.get((self.ctx.module, self.ctx.text(use)), [])
+            found = self._bindings.get((self._attribute_scope(use), self.ctx.text(use)), [])
             bound = [b for b in found if b.kind != "append"]
-            return bound[-1] if bound else None
+            at, scope = self.ctx.pre[use], self.scope_of(use)
+            local = [b for b in bound if b.visible_from <= at and self.scope_of(b.owner) is scope]
+            return local[-1] if local else bound[-1] if bound else None
         if not isinstance(use, cst.Name):
             return None
         local = self._comprehension_binding(use)
@@ -198,18 +229,104 @@ class Dataflow:
         """The element an unpacking target gets: from a tuple literal (`a, b = x, y`) or from the
         tuple a function of this module returns (`probs, value = step(state)`)."""
         value, path = binding.value, binding.path
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-            called = self.binding_of(value.func)
-            if called is None or called.kind != "def" or not isinstance(called.owner, cst.FunctionDef):
+        if isinstance(value, cst.Call):
+            called = self.callee(value)
+            if not isinstance(called, cst.FunctionDef):
                 return None
-            returns = [r for r in self.ctx.nodes(cst.Return) if r.value is not None
-                       and self.ctx.encloses(called.owner, r) and self.scope_of(r) is called.owner]
+            returns = self.returns(called)
             value = returns[-1].value if returns else None
         for index in path:
             if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
                 return None
             value = value.elements[index].value
         return value
+
+    # --- calls between functions of the module -------------------------------------------
+
+    def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
+        """The FunctionDef or ClassDef of this module a call runs: `f(...)` for a function or
+        class bound here, `self.m(...)` for a method of the caller's own class."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            binding = self.binding_of(func)
+            return binding.owner if binding is not None and binding.kind == "def" else None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            method = self.method_of(call)
+            if method is not None and self._attribute_scope(func) is method[1]:
+                return self.method_named(method[1], func.attr.value)
+        return None
+
+    @staticmethod
+    def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+        found = [m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name]
+        return found[-1] if found else None
+
+    def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
+        """The `return <value>` statements of the function itself (not of nested functions)."""
+        return [r for r in self.ctx.nodes(cst.Return) if r.value is not None
+                and self.ctx.encloses(function, r) and self.scope_of(r) is function]
+
+    def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
+        """The calls of this module that run `function` (built once, on first need)."""
+        if self._call_sites is None:
+            self._call_sites = {}
+            for call in self.ctx.nodes(cst.Call):
+                called = self.callee(call)
+                if called is not None:
+                    self._call_sites.setdefault(called, []).append(call)
+        return self._call_sites.get(function, [])
+
+    def argument_for(self, call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+        """What `call` passes for the parameter `name` of `function` (its default when it passes
+        nothing); `self` is skipped for methods, `*args`/`**kwargs` give up."""
+        params = [*function.params.posonly_params, *function.params.params]
+        if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
+            params = params[1:]
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value == name:
+                return a.value
+        if any(a.star for a in call.args):
+            return None
+        positional = [a.value for a in call.args if a.keyword is None]
+        for index, param in enumerate(params):
+            if param.name.value == name:
+                return positional[index] if index < len(positional) else param.default
+        kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
+        return kwonly[0].default if kwonly else None
+
+    @staticmethod
+    def _static(function: cst.FunctionDef) -> bool:
+        return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                   for d in function.decorators)
+
+    def describe_call(self, call: cst.Call) -> str:
+        """`f(x)` in `train_step`: how a message names a call site."""
+        text = " ".join(self.ctx.text(call).split())
+        text = text if len(text) <= 60 else text[:57] + "..."
+        scope = self.scope_of(call)
+        where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
+        return f"`{text}`{where}"
+
+    def not_taken(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
+        """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with
+        `activation=False` passed, `if not is_training:` with `is_training=True`)."""
+        for anc in self.ctx.ancestors(node):
+            if anc is function:
+                return False
+            if isinstance(anc, cst.If):
+                test, negated = anc.test, False
+                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                    test, negated = test.expression, True
+                if not isinstance(test, cst.Name):
+                    continue
+                passed = self.argument_for(call, function, test.value)
+                value = constant(self, passed) if passed is not None else UNKNOWN
+                if value is UNKNOWN:
+                    continue
+                taken = bool(value) != negated
+                if self.ctx.encloses(anc.body, node) != taken:
+                    return True
+        return False
 
     def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
@@ -220,6 +337,10 @@ class Dataflow:
         if value is expr or not isinstance(value, (cst.Name, cst.Attribute)):
             return None
         return self.ctx.imports.qualify(value)
+
+    def appended(self, name: str, scope: cst.CSTNode) -> List[Binding]:
+        """The `name.append(x)` / `name.extend(x)` bindings of a list in `scope`."""
+        return [b for b in self._bindings.get((scope, name), []) if b.kind == "append"]
 
     def names(self, name: str) -> List[cst.Name]:
         """Every Name node spelled `name`, in source order."""
@@ -240,6 +361,36 @@ class Dataflow:
         parent = self.ctx.parent.get(name)
         return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
             isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
+
+    def flag_defaults(self) -> Dict[str, Optional[cst.BaseExpression]]:
+        """Command-line flags defined in this module, by destination, with their default:
+        `parser.add_argument("--clip-norm", default=1.0)` -> clip_norm, absl
+        `flags.DEFINE_float("clipnorm", 1.0, ...)` -> clipnorm. A flag without a default, or
+        defined twice, maps to None (unknown). `args.clipnorm` / `FLAGS.clipnorm` are then the
+        default on a run that does not pass the flag."""
+        if self._flags is None:
+            self._flags = {}
+            for call in self.ctx.nodes(cst.Call):
+                found = self._flag(call)
+                if found is not None:
+                    dest, default = found
+                    self._flags[dest] = default if dest not in self._flags else None
+        return self._flags
+
+    def _flag(self, call: cst.Call) -> Optional[Tuple[str, Optional[cst.BaseExpression]]]:
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        if func.attr.value == "add_argument":
+            dest = arg(call, 99, "dest")
+            names = [a.value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+            longs = [n.evaluated_value for n in names if n.evaluated_value.startswith("--")]
+            name = constant(self, dest) if dest is not None else longs[0][2:].replace("-", "_") if longs else None
+            return (name, arg(call, 99, "default")) if isinstance(name, str) else None
+        if func.attr.value.startswith("DEFINE_") and (self.ctx.qualify(func) or "").startswith("absl.flags."):
+            name = constant(self, arg(call, 0, "name"))
+            return (name, arg(call, 1, "default")) if isinstance(name, str) else None
+        return None
 
 
 def constant(flow: Dataflow, expr: Optional[cst.BaseExpression], depth: int = 0):
@@ -271,6 +422,9 @@ def constant(flow: Dataflow, expr: Optional[cst.BaseExpression], depth: int = 0)
             if binding.kind == "param" and binding.value is None:
                 return UNKNOWN
             return constant(flow, binding.value, depth + 1)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
+        default = flow.flag_defaults().get(expr.attr.value)  # args.clipnorm, FLAGS.clipnorm
+        return constant(flow, default, depth + 1) if default is not None else UNKNOWN
     return UNKNOWN
 
 

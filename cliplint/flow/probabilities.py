@@ -1,27 +1,43 @@
 """Where probabilities come from: softmax/sigmoid calls, layers with a softmax or sigmoid
-activation, and functions, models and `call` methods of the module that return one.
+activation (Keras, TF 1 `tf.layers`, contrib and slim), functions, methods, models and `call`
+methods of the module that return one, `self` attributes holding one, TensorArrays and lists
+they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import Optional, Set, Tuple
+from typing import NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..names import FUNCTIONAL, KEEPS_PROBABILITY, SEQUENTIAL, SIGMOID, SOFTMAX
-from .local import UNKNOWN, Dataflow, constant
+from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
+from .local import PARAMETER_DEPTH, UNKNOWN, Binding, Dataflow, constant
 from .nodes import MAX_DEPTH, arg
 
-Source = Tuple[str, cst.CSTNode, bool]  # (softmax | sigmoid | 1-sigmoid, producing node, padded)
+# TensorArray methods that read back what `write` stored.
+TENSOR_ARRAY_READS = ("stack", "concat", "gather", "read")
+
+
+class Source(NamedTuple):
+    """Where a probability comes from."""
+
+    kind: str  # softmax | sigmoid | 1-sigmoid
+    node: cst.CSTNode  # the call or layer that produces it
+    padded: bool  # an epsilon or a clip was added on the way
+    via: Tuple[str, ...] = ()  # the calls it came in through, for messages
 
 
 def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
-    """'softmax'/'sigmoid' when a layer constructor call applies that activation to its output."""
+    """'softmax'/'sigmoid' when a layer constructor or layer function applies that activation."""
     ctx = flow.ctx
     name = ctx.call_name(layer) or ""
     if name in ("keras.layers.Softmax",):
         return "softmax"
     if name == "keras.layers.Activation":
         value = arg(layer, 0, "activation")
+    elif name == "keras.layers.Dense":
+        value = arg(layer, 1, "activation")
+    elif name in LAYER_FUNCTIONS:
+        value = arg(layer, *LAYER_FUNCTIONS[name])
     elif name.startswith(("keras.layers.", "tensorflow.layers.")):
         value = arg(layer, 99, "activation")
     else:
@@ -37,22 +53,23 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
 
 class Probabilities:
     """Where softmax/sigmoid outputs come from: the calls, layers with a softmax activation,
-    and functions, models and `call` methods of the module that return one."""
+    functions, methods, models and `call` methods of the module that return one, `self`
+    attributes holding one, and parameters that a call of their function passes one into."""
 
     def __init__(self, flow: Dataflow) -> None:
         self.flow = flow
         self.ctx = flow.ctx
+        self._hops = 0  # parameters followed into callers on the current path
 
     def model_output(self, model) -> Optional[Source]:
-        return self._returned(cst.Call(func=model), frozenset(), False)
+        return self._model(model, frozenset(), False)
 
     def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
-        if expr is None or len(seen) > MAX_DEPTH or expr in seen:
+        if expr is None or len(seen) > MAX_DEPTH * 2 or expr in seen:
             return None
         seen = seen | {expr}
         if isinstance(expr, (cst.Name, cst.Attribute)):
-            value = self.flow.value_of(expr)
-            return None if value is expr else self.probability(value, seen, padded)
+            return self._named(expr, seen, padded)
         if isinstance(expr, cst.Subscript):
             return self.probability(expr.value, seen, padded)
         if isinstance(expr, cst.BinaryOperation):
@@ -61,18 +78,47 @@ class Probabilities:
             return self._call(expr, seen, padded)
         return None
 
+    def _named(self, expr, seen, padded) -> Optional[Source]:
+        flow = self.flow
+        value = flow.value_of(expr)
+        if value is not expr:
+            return self.probability(value, seen, padded)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output
+            return self._model(expr.value, seen, padded)
+        binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
+        if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
+            return self._parameter(binding, seen, padded)
+        return None
+
+    def _parameter(self, binding: Binding, seen, padded) -> Optional[Source]:
+        """A parameter holds probabilities when a call of its function passes them."""
+        if self._hops >= PARAMETER_DEPTH:
+            return None
+        self._hops += 1
+        try:
+            for call in self.flow.call_sites(binding.owner):
+                passed = self.flow.argument_for(call, binding.owner, binding.name)
+                found = self.probability(passed, seen, padded) if passed is not None else None
+                if found is not None:
+                    return found._replace(via=(self.flow.describe_call(call),) + found.via)
+        finally:
+            self._hops -= 1
+        return None
+
     def _arithmetic(self, expr: cst.BinaryOperation, seen, padded) -> Optional[Source]:
+        flow = self.flow
         left, right = expr.left, expr.right
-        left_const = constant(self.flow, left) is not UNKNOWN
-        right_const = constant(self.flow, right) is not UNKNOWN
+        left_value, right_value = constant(flow, left), constant(flow, right)
         if isinstance(expr.operator, cst.Add):
-            if right_const or self._small_name(right):
+            if right_value is not UNKNOWN or self._small_name(right):
                 return self.probability(left, seen, True)
-            if left_const or self._small_name(left):
+            if left_value is not UNKNOWN or self._small_name(left):
                 return self.probability(right, seen, True)
-        if isinstance(expr.operator, cst.Subtract) and left_const and constant(self.flow, left) == 1:
-            inner = self.probability(right, seen, padded)
-            return ("1-sigmoid", inner[1], inner[2]) if inner and inner[0] == "sigmoid" else None
+        if isinstance(expr.operator, cst.Subtract) and _about_one(left_value):
+            inner = self.probability(right, seen, padded)  # 1 - p, also `1e-10 + 1 - p`
+            if inner and inner.kind == "sigmoid":
+                return inner._replace(kind="1-sigmoid", padded=inner.padded or left_value != 1)
+            return None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
         return None
@@ -85,60 +131,131 @@ class Probabilities:
         ctx = self.ctx
         name = ctx.call_name(call)
         if name in SOFTMAX:
-            return "softmax", call, padded
+            return Source("softmax", call, padded)
         if name in SIGMOID:
-            return "sigmoid", call, padded
+            return Source("sigmoid", call, padded)
         if name in KEEPS_PROBABILITY:
             clipped = padded or name.endswith(("clip_by_value", "clip", "maximum"))
             return self.probability(arg(call, 0, "x"), seen, clipped)
-        if name in ("tensorflow.layers.dense",):
+        if name in STACKS:
+            return self._stacked(arg(call, 0, "values"), seen, padded)
+        if name in LAYER_FUNCTIONS:
             kind = activation_of(self.flow, call)
-            return (kind, call, padded) if kind else None
-        if isinstance(call.func, cst.Call):  # Dense(10, activation="softmax")(h), Softmax()(h)
-            kind = activation_of(self.flow, call.func)
-            if kind:
-                return kind, call, padded
-        return self._returned(call, seen, padded)
-
-    def _returned(self, call: cst.Call, seen, padded) -> Optional[Source]:
-        """A call of a function, model or layer defined in this module that returns probabilities."""
-        ctx = self.ctx
+            return Source(kind, call, padded) if kind else None
         func = call.func
+        if isinstance(func, cst.Call):  # Dense(10, activation="softmax")(h), Softmax()(h)
+            kind = activation_of(self.flow, func)
+            if kind:
+                return Source(kind, call, padded)
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ARRAY_READS:
+            return self._tensor_array(func.value, seen, padded)
         if isinstance(func, cst.Attribute) and func.attr.value == "predict":
-            func = func.value
-        callee = self.flow.value_of(func)
-        if isinstance(callee, cst.Call):  # actor = Actor(); actor(x)  /  model = Sequential([...]); model(x)
-            name = ctx.call_name(callee)
-            if name in SEQUENTIAL:
-                return self._last_layer(callee, padded)
-            if name in FUNCTIONAL:
-                return self.probability(arg(callee, 1, "outputs"), seen, padded)
-            callee = callee.func
-        if not isinstance(callee, cst.Name):
-            return None
-        binding = self.flow.binding_of(callee)
-        if binding is None or binding.kind != "def":
-            return None
-        definition = binding.owner
-        if isinstance(definition, cst.ClassDef):
-            methods = [m for m in definition.body.body if isinstance(m, cst.FunctionDef)
-                       and m.name.value in ("call", "__call__")]
-            if not methods:
-                return None
-            definition = methods[0]
-        for ret in ctx.nodes(cst.Return):
-            if ret.value is not None and ctx.encloses(definition, ret) and self.flow.scope_of(ret) is definition:
-                found = self.probability(ret.value, seen, padded)
-                if found:
-                    return found
+            return self._model(func.value, seen, padded)
+        return self._model(func, seen, padded, call)
+
+    def _stacked(self, values, seen, padded) -> Optional[Source]:
+        """`tf.stack(probs_list)`: a list literal, or a list filled by `append`."""
+        if isinstance(values, (cst.List, cst.Tuple)):
+            return next(filter(None, (self.probability(e.value, seen, padded) for e in values.elements)), None)
+        if isinstance(values, cst.Name):
+            scope = self.flow.scope_of(values)
+            appended = [b.value for b in self.flow.appended(values.value, scope)]
+            return next(filter(None, (self.probability(v, seen, padded) for v in appended)), None)
         return None
+
+    def _tensor_array(self, array, seen, padded) -> Optional[Source]:
+        """`ta.stack()` after `ta = ta.write(t, p)`."""
+        value = self.flow.value_of(array)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "write":
+            return self.probability(arg(value, 1, "value"), seen, padded)
+        return None
+
+    def _model(self, model, seen, padded, call: Optional[cst.Call] = None) -> Optional[Source]:
+        """What calling `model` returns, when it is built in this module: a Sequential or
+        functional model, a builder function or method returning one, a function, or a class
+        whose `call` returns probabilities. `call` is the call being followed, if any (its
+        arguments can switch branches of the callee off)."""
+        if model in seen or len(seen) > MAX_DEPTH * 2:
+            return None
+        seen = seen | {model}
+        flow = self.flow
+        value = flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
+        if isinstance(value, cst.Call):
+            name = self.ctx.call_name(value)
+            kind = activation_of(self.flow, value) if call is not None else None
+            if kind:  # softmax = layers.Softmax(); softmax(h)
+                return Source(kind, call, padded)
+            if name in SEQUENTIAL:
+                return self._last_layer(value, padded)
+            if name in FUNCTIONAL:
+                return self._outputs(arg(value, 1, "outputs"), seen, padded)
+            built = flow.callee(value)
+            if isinstance(built, cst.FunctionDef):  # model = make_model(): what the builder returns
+                return self._from_returns(built, value, lambda r: self._model(r, seen, padded), seen)
+            if isinstance(built, cst.ClassDef):  # net = Net(); net(x)
+                return self._class_call(built, call, seen, padded)
+            return None
+        if call is None:
+            return None
+        called = flow.callee(call)
+        if isinstance(called, cst.FunctionDef):
+            return self._from_returns(called, call, lambda r: self.probability(r, seen, padded), seen)
+        if isinstance(called, cst.ClassDef):  # Net()(x) is rare; Net(x) builds an object
+            return None
+        return None
+
+    def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:
+        method = self.flow.method_named(cls, "call") or self.flow.method_named(cls, "__call__")
+        if method is None:
+            return None
+        if call is None:
+            return self._from_returns(method, None, lambda r: self.probability(r, seen, padded), seen)
+        return self._from_returns(method, call, lambda r: self.probability(r, seen, padded), seen)
+
+    def _from_returns(self, function: cst.FunctionDef, call: Optional[cst.Call], follow, seen) -> Optional[Source]:
+        """The first return of `function` that `follow` finds a probability in, skipping what
+        lies in a branch the call switches off (`if activation:` with `activation=False`)."""
+        flow = self.flow
+        for ret in flow.returns(function):
+            if call is not None and flow.not_taken(ret, function, call):
+                continue
+            found = follow(ret.value)
+            if found is not None and (call is None or not self._inside_off_branch(found.node, function, call)):
+                return found
+        return None
+
+    def _inside_off_branch(self, node, function, call) -> bool:
+        return self.ctx.encloses(function, node) and self.flow.not_taken(node, function, call)
+
+    def _outputs(self, outputs, seen, padded) -> Optional[Source]:
+        if isinstance(outputs, (cst.List, cst.Tuple)) and outputs.elements:
+            outputs = outputs.elements[0].value  # the first head: `Model(inp, [policy, value])`
+        return self.probability(outputs, seen, padded)
 
     def _last_layer(self, sequential: cst.Call, padded) -> Optional[Source]:
         layers = arg(sequential, 0, "layers")
-        if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
-            last = layers.elements[-1].value
-            if isinstance(last, cst.Call):
-                kind = activation_of(self.flow, last)
-                if kind:
-                    return kind, last, padded
+        last = layers.elements[-1].value if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements else None
+        if layers is None:  # model = Sequential(); model.add(...) ...
+            last = self._last_added(sequential)
+        if isinstance(last, cst.Call):
+            kind = activation_of(self.flow, last)
+            if kind:
+                return Source(kind, last, padded)
         return None
+
+    def _last_added(self, sequential: cst.Call) -> Optional[cst.BaseExpression]:
+        parent = self.ctx.parent.get(sequential)
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return None
+        name = parent.targets[0].target.value
+        added = [use for use in self.flow.uses_after(name, parent)
+                 if isinstance(self.ctx.parent.get(use), cst.Attribute) and self.ctx.parent[use].attr.value == "add"]
+        calls = [self.ctx.parent[self.ctx.parent[use]] for use in added]
+        calls = [c for c in calls if isinstance(c, cst.Call) and c.args]
+        return calls[-1].args[0].value if calls else None
+
+
+def _about_one(value) -> bool:
+    """1, or 1 plus an epsilon (`1e-10 + 1 - p`)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value - 1) <= 1e-3

@@ -36,6 +36,16 @@ def _ast_clipping(target: ast.AST, value: ast.AST) -> Tuple[Optional[ast.AST], O
     return None, None
 
 
+AST_CLIPS = {"clip_by_norm", "clip_by_value", "clip_by_global_norm"}
+
+
+def _ast_single_clip(target: ast.AST, value: ast.AST) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
+    """(clipped, clipped from) for `c_g = tf.clip_by_norm(g, c)` in CPython's ast."""
+    if isinstance(value, ast.Call) and callee(value) in ("clip_by_norm", "clip_by_value"):
+        return target, first_argument(value, "t")
+    return None, None
+
+
 def _renamed(clipped: Optional[ast.AST], source: Optional[ast.AST]) -> bool:
     return isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
         and source.id != clipped.id
@@ -66,6 +76,43 @@ def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name,
             or ctx.flow.gradient_list(source) is None:
         return None
     return clipped, source, call
+
+
+CLIPS = {"tensorflow.clip_by_norm", "tensorflow.clip_by_value", "tensorflow.clip_by_global_norm"}
+
+
+def _discarded(ctx: Context, call: cst.Call) -> bool:
+    """`tf.clip_by_norm(g, c)` as a statement of its own: TF ops never work in place."""
+    parent = ctx.parent.get(call)
+    return isinstance(parent, cst.Expr) and ctx.call_name(call) in CLIPS
+
+
+def _clipped_but_original_kept(ctx: Context, call: cst.Call) -> Optional[Tuple[str, str]]:
+    """(clipped name, original name) for `c_g = tf.clip_by_norm(g, c)` whose result is never
+    read, while `g` itself is appended to a list afterwards in the same block."""
+    assign = ctx.parent.get(call)
+    original = arg(call, 0, "t")
+    if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name) and isinstance(original, cst.Name)
+            and ctx.call_name(call) in CLIPS):
+        return None
+    clipped = assign.targets[0].target.value
+    if clipped in ("_", original.value) or ctx.flow.uses_after(clipped, assign):
+        return None
+    block = ctx.parent.get(ctx.parent.get(assign))
+    later = [use for use in ctx.flow.uses_after(original.value, assign)
+             if ctx.encloses(block, use) and ctx.flow.binding_of(use) == ctx.flow.binding_of(original)
+             and _appended(ctx, use)]
+    return (clipped, original.value) if later else None
+
+
+def _appended(ctx: Context, use: cst.Name) -> bool:
+    """`kept.append(g)` or `kept.append((g, v))`."""
+    node = ctx.parent.get(use)
+    if isinstance(node, cst.Element):
+        node = ctx.parent.get(ctx.parent.get(node))
+    call = ctx.parent.get(node) if isinstance(node, cst.Arg) else None
+    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
 
 
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
@@ -107,6 +154,11 @@ class ClippedGradientsUnused(Rule):
     VALID = [
         "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\nclipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
         "opt.apply_gradients(zip(clipped, vs))\n",
+        # the clipped tensor is the one kept
+        "import tensorflow as tf\nkept = []\nfor g in grads:\n    c_g = tf.clip_by_norm(g, 1.0)\n"
+        "    kept.append(c_g)\nopt.apply_gradients(zip(kept, vs))\n",
+        # a user's own clip function may work in place
+        "import tensorflow as tf\ndef clip_by_norm(g, c):\n    g *= 0\nfor g in grads:\n    clip_by_norm(g, 1.0)\n",
         # only the norm is wanted (for logging): the clipped list is discarded on purpose
         "import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n_, norm = tf.clip_by_global_norm(grads, 1.0)\n"
         "tf.summary.scalar('grad_norm', norm)\nopt.apply_gradients(zip(grads, vs))\n",
@@ -125,6 +177,10 @@ class ClippedGradientsUnused(Rule):
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
+        Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs, unconnected_gradients='zero')\n"
+                "for g in grads:\n    tf.clip_by_norm(g, 15)\nopt.apply_gradients(zip(grads, vs))\n", 4, "thrown away"),
+        Invalid("import tensorflow as tf\nkept = []\nfor g in grads:\n    c_g = tf.clip_by_norm(g, 1.0)\n"
+                "    kept.append(g)\nopt.apply_gradients(zip(kept, vs))\n", 4, "never used"),
         Invalid("import tensorflow as tf\ndef step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    gradients = tape.gradient(loss, model.trainable_variables)\n"
                 "    if CLIP:\n        capped = [tf.clip_by_norm(g, 5.0) for g in gradients]\n"
@@ -138,10 +194,14 @@ class ClippedGradientsUnused(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("apply_gradients", "apply") and any(
+        renamed = facts.has("apply_gradients", "apply") and any(
             _renamed(*_ast_clipping(target, value)) for target, value in facts.single_assignments)
+        kept_apart = facts.has("append") and any(
+            _renamed(*_ast_single_clip(target, value)) for target, value in facts.single_assignments)
+        return renamed or kept_apart or not facts.statement_callees.isdisjoint(AST_CLIPS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
+        yield from self._thrown_away(ctx)
         applies = [c for c in ctx.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
                    and c.func.attr.value in APPLY_METHODS]
         if not applies:
@@ -155,6 +215,22 @@ class ClippedGradientsUnused(Rule):
                 continue
             for apply in self._unclipped_applies(ctx, assign, source, applies):
                 yield self._report(ctx, assign, apply, clipped, source, call)
+
+    @staticmethod
+    def _thrown_away(ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if _discarded(ctx, call):
+                yield Report(call, (
+                    f"the result of `{ctx.text(call.func)}(...)` is thrown away: TensorFlow ops return a new "
+                    f"tensor and never change their input, so nothing is clipped and training runs unclipped. "
+                    f"Assign the result and use it (`g = {ctx.text(call.func)}(g, ...)`)."))
+                continue
+            kept = _clipped_but_original_kept(ctx, call)
+            if kept is not None:
+                clipped, original = kept
+                yield Report(call, (
+                    f"`{clipped}` holds the clipped tensor but is never used: `{original}`, the unclipped one, is "
+                    f"what is kept afterwards, so training runs unclipped with no error. Use `{clipped}`."))
 
     @staticmethod
     def _clipped_is_applied(ctx: Context, assign: cst.Assign, clipped: str) -> bool:

@@ -46,6 +46,8 @@ class ConflictingClipOptions(Rule):
     summary = "More than one of `clipnorm`, `clipvalue`, `global_clipnorm` is set on one Keras optimizer."
     severity = "error"
     tokens = (b"clipnorm", b"clipvalue")
+    # flag definitions give `args.x` / `FLAGS.x` their defaults (Flow.flag_defaults)
+    context_tokens = (b"add_argument", b"DEFINE_")
     why = """
         Keras optimizers apply at most one clipping option, and what happens when several are
         set depends on the Keras flavour. Keras 3 raises `ValueError: Only one of clipnorm,
@@ -85,6 +87,10 @@ class ConflictingClipOptions(Rule):
         "    return keras.optimizers.SGD(clipnorm=clipnorm, clipvalue=clipvalue)\n",
         # values from a config object are not known to be set
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=cfg.clipnorm, clipvalue=cfg.clipvalue)\n",
+        # a flag whose default is None is not set
+        "import argparse, keras\np = argparse.ArgumentParser()\np.add_argument('--clipnorm', type=float, default=1.0)\n"
+        "p.add_argument('--clipvalue', type=float, default=None)\nargs = p.parse_args()\n"
+        "opt = keras.optimizers.Adam(clipnorm=args.clipnorm, clipvalue=args.clipvalue)\n",
         # PyTorch has its own clip arguments; not Keras
         "import torch\nopt = torch.optim.Adam(params, lr=1e-3)\n"
         "torch.nn.utils.clip_grad_norm_(params, max_norm=1.0)\n",
@@ -118,6 +124,11 @@ class ConflictingClipOptions(Rule):
                 "    {'learning_rate': 0.1, 'clipnorm': 1.0, 'global_clipnorm': 2.0})\n", 2),
         Invalid("from keras import optimizers\nopt = optimizers.SGD(clipnorm=1.0)\nopt.clipvalue = 0.5\n",
                 3, "never raises"),
+        Invalid("import argparse, keras\np = argparse.ArgumentParser()\n"
+                "p.add_argument('--clipnorm', type=float, default=1.0)\n"
+                "p.add_argument('--clip-value', type=float, default=0.5)\nargs = p.parse_args()\n"
+                "opt = keras.optimizers.Adam(clipnorm=args.clipnorm, clipvalue=args.clip_value)\n", 6,
+                "command-line flags"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -139,7 +150,7 @@ class ConflictingClipOptions(Rule):
         for call in ctx.nodes(cst.Call):
             options = self._options(ctx, call)
             if options is not None and len(options) > 1:
-                yield Report(call, f"{construction_message(options)}.",
+                yield Report(call, f"{construction_message(options)}.{self._flags_note(ctx, options)}",
                              probe={"kind": "construct", "call": ctx.flow.snippet(call)},
                              fix=self._construction_fix(ctx, call, options))
         for assign in ctx.nodes(cst.Assign):
@@ -161,6 +172,15 @@ class ConflictingClipOptions(Rule):
             return None
         return Fix(f"drop `clipvalue` (tf-keras ignored it; `{_precedence(options)}` applied)", UNSAFE,
                    ((call, without_keywords(call, ["clipvalue"])),))
+
+    @staticmethod
+    def _flags_note(ctx: Context, options: Options) -> str:
+        """Say where values come from command-line flag defaults: a run without the flags sets them."""
+        flagged = [f"`{ctx.text(value)}` (default {ctx.text(ctx.flow.flag_defaults()[value.attr.value])})"
+                   for value in options.values() if isinstance(value, cst.Attribute)
+                   and ctx.flow.flag_defaults().get(value.attr.value) is not None]
+        return (f" The values come from command-line flags whose defaults are set: {', '.join(flagged)}; "
+                "a run that passes no flag sets them all." if flagged else "")
 
     def _options(self, ctx: Context, call: cst.Call) -> Optional[Options]:
         """The clip options known to be set (not None) by an optimizer-building call."""

@@ -85,6 +85,16 @@ class LogOfSoftmax(Rule):
         "import tensorflow as tf\np = tf.nn.softmax(x)\np = model(x)\nlp = tf.math.log(p)\n",
         # a user's own softmax
         "import tensorflow as tf\ndef softmax(x):\n    return x\nlp = tf.math.log(softmax(x))\n",
+        # a helper whose parameter only ever receives logits
+        "import tensorflow as tf\ndef nll(z, y):\n    return -tf.math.log(tf.gather(z, y, batch_dims=1))\n"
+        "probs = tf.nn.softmax(h)\nloss = nll(h, y)\n",
+        # another class's attribute of the same name holds values, not probabilities
+        "import tensorflow as tf\nclass Actor:\n    def __init__(self):\n        self.out = tf.nn.softmax(self.h)\n"
+        "class Critic:\n    def __init__(self):\n        self.out = tf.layers.dense(self.h, 1)\n"
+        "    def loss(self):\n        return tf.log(self.out + 1.0)\n",
+        # the caller switches the activation off
+        "import tensorflow as tf\ndef block(x, act=True):\n    if act:\n        return tf.nn.sigmoid(x)\n    return x\n"
+        "lp = tf.math.log(block(h, act=False))\n",
     ]
     INVALID = [
         Invalid("import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", 2, "log_softmax"),
@@ -108,6 +118,22 @@ class LogOfSoftmax(Rule):
                 "bce = -(y * tf.math.log(p) + (1 - y) * tf.math.log(1 - p))\n",
                 3, "log_sigmoid"),
         Invalid("import keras\nfrom keras import ops\nlp = ops.log(keras.activations.softmax(x))\n", 3),
+        # across methods, through a tuple returned by a builder method and TF 1's positional activation
+        Invalid("import tensorflow as tf\nclass AC:\n    def __init__(self):\n"
+                "        self.probs, self.v = self._build()\n"
+                "        self.lp = tf.log(self.probs + 1e-5)\n"
+                "    def _build(self):\n        h = tf.layers.dense(self.s, 200, tf.nn.relu6)\n"
+                "        return tf.layers.dense(h, 4, tf.nn.softmax), tf.layers.dense(h, 1)\n", 5),
+        # into a helper through its parameter: reported at the log, naming the call
+        Invalid("import tensorflow as tf\ndef xent(p, y):\n    p = tf.clip_by_value(p, 1e-9, 1.0)\n"
+                "    return -tf.reduce_sum(y * tf.math.log(p))\n"
+                "def step(x, y):\n    return xent(tf.nn.softmax(x), y)\n", 4, "`xent(tf.nn.softmax(x), y)` in `step`"),
+        # a model from a builder, and contrib/slim activations
+        Invalid("import tensorflow as tf\nfrom tensorflow.keras import backend as K\n"
+                "def make():\n    return tf.keras.Sequential([tf.keras.layers.Dense(3, 'softmax')])\n"
+                "model = make()\nlp = K.log(model.output + 1e-10)\n", 6),
+        Invalid("import tensorflow as tf\nimport tensorflow.contrib.slim as slim\n"
+                "p = slim.fully_connected(h, 4, activation_fn=tf.nn.softmax)\nlp = tf.log(p)\n", 4),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -119,20 +145,23 @@ class LogOfSoftmax(Rule):
                 continue
             source = ctx.flow.probability(arg(call, 0, "x"))
             if source is not None:
-                yield Report(call, self._message(*source), probe=self._probe(ctx, call, source),
+                yield Report(call, self._message(source), probe=self._probe(ctx, call, source),
                              fix=self._fix(ctx, call, source))
 
     @staticmethod
-    def _message(kind: str, node: cst.CSTNode, padded: bool) -> str:
+    def _message(source: Source) -> str:
+        kind = source.kind
         hidden = (" The epsilon or clip hides the -inf but makes the gradient vanish for the entries it "
-                  "touches." if padded else "")
+                  "touches." if source.padded else "")
+        path = (" The probabilities come in through " + ", then ".join(source.via) + "."
+                if source.via else "")
         if kind == "softmax":
             return ("log of a softmax output: in float32 it is -inf once the logit gap passes about 87 "
-                    "(float16: wrong from about 16) and the gradient becomes NaN." + hidden +
+                    "(float16: wrong from about 16) and the gradient becomes NaN." + hidden + path +
                     " Use `tf.nn.log_softmax(logits)` or a `from_logits=True` loss.")
         fix = "tf.math.log_sigmoid(-x)" if kind == "1-sigmoid" else "tf.math.log_sigmoid(x)"
         return (f"log of a sigmoid output: the sigmoid underflows to {'1' if kind == '1-sigmoid' else '0'} "
-                f"for large logits, giving -inf and NaN gradients.{hidden} Use `{fix}` or "
+                f"for large logits, giving -inf and NaN gradients.{hidden}{path} Use `{fix}` or "
                 f"`tf.nn.sigmoid_cross_entropy_with_logits`.")
 
     def _fix(self, ctx: Context, log: cst.Call, source: Source) -> Optional[Fix]:
@@ -141,7 +170,7 @@ class LogOfSoftmax(Rule):
         removed on the way. None when the value is picked out of the softmax (indexing,
         `gather`), the softmax has arguments the log form does not take, its inputs change
         between the two, or the file imports nothing that names the log form."""
-        kind, node, _ = source
+        kind, node = source.kind, source.node
         name = ctx.call_name(node) if isinstance(node, cst.Call) else None
         if name not in LOG_FORMS or any(a.star for a in node.args):
             return None
@@ -213,7 +242,7 @@ class LogOfSoftmax(Rule):
         return (cst.Arg(negated(x) if kind == "1-sigmoid" else x),)
 
     def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
-        kind, node, padded = source
+        kind, node, padded, _ = source
         direct = isinstance(node, cst.Call) and ctx.call_name(node) in SOFTMAX | SIGMOID
         return {"kind": kind, "padded": padded, "log": ctx.flow.snippet(call),
                 "source": ctx.flow.snippet(node) if direct else None}

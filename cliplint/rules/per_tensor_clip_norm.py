@@ -19,7 +19,8 @@ def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cs
     """The node whose value is the list of per-element results produced by `owner`.
 
     A comprehension is its own list; a lambda's list is the `map(...)` call; in a `for` loop it
-    is the list the result (or a name holding it) is appended to.
+    is the list the result (or a name holding it, alone or as the first of a `(grad, var)`
+    pair) is appended to, or stored back into (`gvs[i] = (clipped, var)`).
     """
     if isinstance(owner, cst.Lambda):
         return ctx.parent.get(ctx.parent.get(owner))
@@ -31,20 +32,35 @@ def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cs
             break
         if isinstance(anc, cst.Assign):
             produced |= {t.target.value for t in anc.targets if isinstance(t.target, cst.Name)}
+            stored = [t.target for t in anc.targets if isinstance(t.target, cst.Subscript)]
+            if stored and _carries(anc.value, produced):
+                return stored[0].value
     for sub in ctx.nodes(cst.Call):
         func = sub.func
         if ctx.encloses(owner.body, sub) and isinstance(func, cst.Attribute) and func.attr.value == "append" \
-                and sub.args and (sub.args[0].value in produced
-                                  or getattr(sub.args[0].value, "value", None) in produced):
+                and sub.args and _carries(sub.args[0].value, produced):
             return func.value
     return None
 
 
+def _carries(value: cst.BaseExpression, produced) -> bool:
+    """Is `value` the clipped result, a name holding it, or a pair whose first element is?"""
+    if isinstance(value, cst.Tuple) and value.elements:
+        value = value.elements[0].value
+    return value in produced or getattr(value, "value", None) in produced
+
+
 def list_reaches_apply(ctx: Context, node: cst.CSTNode) -> bool:
-    if isinstance(node, cst.Name):  # a list filled by appends in a loop
+    if isinstance(node, (cst.Name, cst.Attribute)):  # a list filled by appends, or updated in place
         owner = ctx.flow.binding_of(node)
-        return owner is not None and any(
-            reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
+        if owner is None:
+            return False
+        if isinstance(node, cst.Name):
+            return any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
+        spelled, scope = ctx.text(node), ctx.flow.scope_of(node)
+        return any(reaches_apply(ctx.flow, use) for use in ctx.nodes(cst.Attribute)
+                   if ctx.pre[use] > ctx.post[node] and ctx.flow.scope_of(use) is scope
+                   and ctx.text(use) == spelled)
     return reaches_apply(ctx.flow, node)
 
 
@@ -98,6 +114,9 @@ class PerTensorClipNorm(Rule):
         "    tf.summary.scalar('n', tf.add_n(norms))\n",
         # PyTorch's per-parameter clipping is a different library
         "import torch\nfor p in model.parameters():\n    torch.nn.utils.clip_grad_norm_(p, 1.0)\n",
+        # a helper that clips with the global norm
+        "import tensorflow as tf\ndef clip_all(gs):\n    return tf.clip_by_global_norm(gs, 1.0)[0]\n"
+        "grads = clip_all(tape.gradient(loss, vs))\nopt.apply_gradients(zip(grads, vs))\n",
         # a user's own clip_by_norm
         "import tensorflow as tf\ndef clip_by_norm(g, c): return g\n"
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
@@ -118,6 +137,16 @@ class PerTensorClipNorm(Rule):
                 "gvs = optimizer.compute_gradients(loss)\n"
                 "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs if g is not None]\n"
                 "train_op = optimizer.apply_gradients(capped)\n", 3),
+        # TF 1 pairs updated in place
+        Invalid("import tensorflow as tf\ngvs = opt.compute_gradients(loss)\n"
+                "for i, (g, v) in enumerate(gvs):\n    if g is not None:\n"
+                "        gvs[i] = (tf.clip_by_norm(g, 10.0), v)\n"
+                "train_op = opt.apply_gradients(gvs)\n", 5),
+        # a helper that clips each gradient, called on the tape's gradients
+        Invalid("import tensorflow as tf\ndef clip_each(gs):\n"
+                "    return [tf.clip_by_norm(g, 1.0) for g in gs if g is not None]\n"
+                "grads = clip_each(tape.gradient(loss, vs))\nopt.apply_gradients(zip(grads, vs))\n", 3,
+                "come in through `clip_each(tape.gradient(loss, vs))`"),
         Invalid("import tensorflow as tf\nfrom tensorflow import clip_by_norm as cbn\n"
                 "g = tf.gradients(loss, params)\n"
                 "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
@@ -164,7 +193,8 @@ class PerTensorClipNorm(Rule):
                     "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
                     "sqrt(n) x clip_norm and its direction changes (cosine 0.55 for five layers of different "
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
-                    "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."),
+                    "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
+                    + (f" The gradients come in through {', then '.join(element[0].via)}." if element[0].via else "")),
                     probe={"kind": "per-tensor", "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
                            "result": produced.value if isinstance(produced, cst.Name) else None,
                            "appends": appended_lists(owner),

@@ -13,6 +13,9 @@ from ..names import dotted_name
 from . import Invalid, Rule
 
 DISABLES_EAGER = {"tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"}
+# Names only TF 1 has at the top level: a module spelling them without `compat.v1` is TF 1 code.
+TF1_ONLY = {"placeholder", "Session", "InteractiveSession", "get_variable", "variable_scope",
+            "global_variables_initializer", "train.Saver"}
 SESSIONS = {"tensorflow.Session", "tensorflow.InteractiveSession", "tensorflow.train.MonitoredTrainingSession",
             "tensorflow.train.MonitoredSession"}
 
@@ -23,7 +26,9 @@ class RemovedNumericsCheck(Rule):
     summary = "`tf.add_check_numerics_ops()` in TF 2 code: gone, raises, or checks nothing."
     severity = "error"
     tokens = (b"add_check_numerics_ops",)
-    context_tokens = (b"disable_eager_execution", b"disable_v2_behavior", b"Session")  # see _graph_mode_module
+    # see _graph_mode_module and _tf1_module
+    context_tokens = (b"disable_eager_execution", b"disable_v2_behavior", b"Session", b"placeholder",
+                      b"Optimizer", b"as_default", b"get_variable", b"variable_scope", b"Saver")
     why = """
         `add_check_numerics_ops` adds a check to every op already in a TF 1 graph. In TF 2 it is
         gone from the top-level namespace (`AttributeError: module 'tensorflow' has no attribute
@@ -56,6 +61,10 @@ class RemovedNumericsCheck(Rule):
     """
     VALID = [
         "import tensorflow as tf\ntf.debugging.enable_check_numerics()\n",
+        # code written for TF 1 (TF 1-only names without compat.v1): the API works there
+        "import tensorflow as tf\nx = tf.placeholder(tf.float32, [None, 4])\n"
+        "train_op = tf.train.AdamOptimizer(1e-3).minimize(loss)\ncheck = tf.add_check_numerics_ops()\n",
+        "import tensorflow as tf\nwith tf.Graph().as_default():\n    check = tf.add_check_numerics_ops()\n",
         # TF 1 graph code run through compat.v1 with eager execution turned off
         "import tensorflow.compat.v1 as tf\ntf.disable_eager_execution()\nx = tf.placeholder(tf.float32)\n"
         "check = tf.add_check_numerics_ops()\nwith tf.Session() as sess:\n    sess.run(check, {x: 1.0})\n",
@@ -69,6 +78,9 @@ class RemovedNumericsCheck(Rule):
         Invalid("import tensorflow as tf\n@tf.function\ndef step(x):\n    tf.compat.v1.add_check_numerics_ops()\n"
                 "    return model(x)\n", 4, "RuntimeError"),
         Invalid("from tensorflow.compat import v1\nv1.add_check_numerics_ops()\n", 2),
+        # TF 1 names through compat.v1 do not make it TF 1 code: eager is still on
+        Invalid("import tensorflow as tf\nx = tf.compat.v1.placeholder(tf.float32)\n"
+                "check = tf.compat.v1.add_check_numerics_ops()\n", 3, "RuntimeError"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -76,7 +88,7 @@ class RemovedNumericsCheck(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         calls = [c for c in ctx.nodes(cst.Call) if ctx.call_name(c) == "tensorflow.add_check_numerics_ops"]
-        if not calls or self._graph_mode_module(ctx):
+        if not calls or self._graph_mode_module(ctx) or self._tf1_module(ctx):
             return
         for call in calls:
             spelled_as = dotted_name(call.func) or ""
@@ -102,6 +114,24 @@ class RemovedNumericsCheck(Rule):
         if func is None:
             return None
         return Fix(f"call `{ctx.text(func)}()` instead", UNSAFE, ((call, call.with_changes(func=func)),))
+
+    @staticmethod
+    def _tf1_module(ctx: Context) -> bool:
+        """Code written for TF 1: it uses a TF 1-only name spelled without `compat.v1`
+        (`tf.placeholder`, `tf.Session`, `tf.train.AdamOptimizer`, `tf.Graph().as_default()`);
+        there `tf.add_check_numerics_ops()` works as documented."""
+        for node in ctx.nodes(cst.Attribute):
+            if node.attr.value == "as_default" and isinstance(node.value, cst.Call):
+                node = node.value.func  # tf.Graph().as_default()
+                spelled = "Graph"
+            else:
+                spelled = None
+            head, _, rest = (dotted_name(node) or "").partition(".")
+            if ctx.imports.aliases.get(head) != "tensorflow":
+                continue
+            if rest == spelled or rest in TF1_ONLY or (rest.startswith("train.") and rest.endswith("Optimizer")):
+                return True
+        return False
 
     @staticmethod
     def _graph_mode_module(ctx: Context) -> bool:

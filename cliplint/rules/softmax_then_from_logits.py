@@ -72,11 +72,22 @@ class SoftmaxThenFromLogits(Rule):
         # from_logits=False spelled out
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
         "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))\n",
+        # the builder's softmax is switched off by the caller
+        "import tensorflow as tf\ndef make(probs=True):\n    if probs:\n"
+        "        return tf.keras.Sequential([tf.keras.layers.Dense(3, activation='softmax')])\n"
+        "    return tf.keras.Sequential([tf.keras.layers.Dense(3)])\nmodel = make(probs=False)\n"
+        "model.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n",
         # a model from elsewhere: its last layer is not visible here
         "import tensorflow as tf\nfrom mypkg import build\nmodel = build()\n"
         "model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
     ]
     INVALID = [
+        # a builder with a chain of model.add(...)
+        Invalid("import tensorflow as tf\ndef make():\n    m = tf.keras.Sequential()\n"
+                "    m.add(tf.keras.layers.Dense(8, activation='relu'))\n"
+                "    m.add(tf.keras.layers.Dense(3, 'softmax'))\n"
+                "    return m\nmodel = make()\n"
+                "model.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n", 8),
         Invalid("import tensorflow as tf\n"
                 "model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation='relu'),\n"
                 "                             tf.keras.layers.Dense(10, activation='softmax')])\n"
@@ -129,8 +140,8 @@ class SoftmaxThenFromLogits(Rule):
             kind = self._from_logits(ctx, call.func) if isinstance(call.func, cst.Name) else None
             predictions = arg(call, 1, "y_pred") if kind else None
         source = ctx.flow.probability(predictions) if predictions is not None else None
-        if source and source[0] == kind and not source[2]:
-            yield self._report(ctx, call, kind, source[1])
+        if source and source.kind == kind and not source.padded:
+            yield self._report(ctx, call, kind, source.node, source.via)
 
     def _from_logits(self, ctx: Context, loss) -> Optional[str]:
         """'softmax'/'sigmoid' when `loss` is (or names) a from_logits=True loss."""
@@ -151,13 +162,14 @@ class SoftmaxThenFromLogits(Rule):
                     return LOSS_FUNCTIONS[ctx.call_name(sub)]
         return None
 
-    def _report(self, ctx: Context, node, kind: str, last) -> Report:
+    def _report(self, ctx: Context, node, kind: str, last, via=()) -> Report:
         where = ctx.text(last).strip().splitlines()[0]
+        path = f" (the output comes in through {', then '.join(via)})" if via else ""
         probe = {"kind": kind, "loss": ctx.flow.snippet(node)}
         return Report(node, (
             f"the loss applies {kind} itself (`from_logits=True`), but the model output already went through "
-            f"{kind} (`{where[:80]}`): {kind} is applied twice, so the loss is flattened and the gradients are tiny; "
-            f"training plateaus without an error. Make the last layer linear, or drop `from_logits=True`."),
+            f"{kind} (`{where[:80]}`){path}: {kind} is applied twice, so the loss is flattened and the gradients "
+            f"are tiny; training plateaus without an error. Make the last layer linear, or drop `from_logits=True`."),
             probe=probe, fix=self._fix(ctx, node))
 
     @staticmethod

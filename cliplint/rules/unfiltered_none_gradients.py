@@ -114,6 +114,12 @@ class UnfilteredNoneGradients(Rule):
         "actions = actor(states)\n"
         "dqdas = tape.gradient(q_values, actions)\n"
         "clipped = [tf.clip_by_value(d, -1.0, 1.0) for d in dqdas]\n",
+        # filtered together, then handed to a helper that zips its own two parameters
+        "import tensorflow as tf\n"
+        "def factors(gradients, varlist):\n    return [g * v for g, v in zip(gradients, varlist)]\n"
+        "grads = tf.gradients(loss, varlist)\n"
+        "grads, varlist = zip(*[(g, v) for g, v in zip(grads, varlist) if g is not None])\n"
+        "f = factors(grads, varlist)\n",
         # both lists filtered the same way
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, vs)\n"
@@ -255,6 +261,8 @@ class UnfilteredNoneGradients(Rule):
         if isinstance(value, cst.Attribute) and value.attr.value in VARIABLE_LISTS:
             return True
         sources = grads.sources
+        if grads.via:  # the gradients came through a call: the same spelling is another scope's name
+            return False
         return sources is not None and (ctx.text(expr) == ctx.text(sources) or
                                         ctx.text(value) == ctx.text(ctx.flow.value_of(sources)))
 
