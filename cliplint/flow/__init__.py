@@ -1,7 +1,9 @@
 """What the rules know about a module's values, one `Flow` per module (`ctx.flow`).
 
     nodes.py          CST utilities: children, walk, target names, call arguments, `None` tests
-    local.py          local dataflow: bindings, scopes, values, aliases, constant folding
+    local.py          local dataflow: bindings, scopes, values, aliases, self attributes
+    calls.py          calls between the module's functions: callee, returns, call sites, arguments
+    constants.py      constant folding, argparse/absl flag defaults
     gradients.py      the gradient model: gradient lists, their elements, `None` guards
     probabilities.py  where softmax/sigmoid outputs come from
     snippets.py       what the verifier re-executes for a finding
@@ -15,8 +17,9 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
+from .constants import constant
 from .gradients import Gradients, GradList
-from .local import Binding, Dataflow, constant
+from .local import Binding, Dataflow
 from .nodes import ModuleIndex
 from .probabilities import Probabilities, Source
 from .snippets import snippet

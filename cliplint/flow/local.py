@@ -4,8 +4,8 @@ A binding is visible from a point in source order (after its statement, or insid
 body for a loop target) until the next binding of the same name in the same scope. Loops
 are not iterated and branches are not merged: the latest binding in source order wins,
 which matches how training code is written and keeps every answer cheap. On top of the
-bindings sit local aliases of imported names and constant folding (`constant`: the literal
-value a name or expression is known to hold).
+bindings sit local aliases of imported names; calls between the module's functions are in
+`calls.py`, constant folding and flag defaults in `constants.py`.
 """
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, target_names
+from .calls import CallSummaries
+from .constants import FlagDefaults
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, target_names
 
 # How many calls a value is followed through into a function's parameter. Two covers the shape
 # real code has (a training step calls a loss helper that calls a small log helper); each level
@@ -33,15 +35,7 @@ class Binding:
     visible_from: int  # source-order index from which uses see it
 
 
-class _Unknown:
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
-
-
-class Dataflow:
+class Dataflow(CallSummaries, FlagDefaults):
     """The bindings of one module, collected once, and what the rules ask of them."""
 
     def __init__(self, ctx: ModuleIndex) -> None:
@@ -50,8 +44,6 @@ class Dataflow:
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
         self._names: Optional[Dict[str, List[cst.Name]]] = None
-        self._call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None
-        self._flags: Optional[Dict[str, Optional[cst.BaseExpression]]] = None
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
@@ -241,93 +233,6 @@ class Dataflow:
             value = value.elements[index].value
         return value
 
-    # --- calls between functions of the module -------------------------------------------
-
-    def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
-        """The FunctionDef or ClassDef of this module a call runs: `f(...)` for a function or
-        class bound here, `self.m(...)` for a method of the caller's own class."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            binding = self.binding_of(func)
-            return binding.owner if binding is not None and binding.kind == "def" else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            method = self.method_of(call)
-            if method is not None and self._attribute_scope(func) is method[1]:
-                return self.method_named(method[1], func.attr.value)
-        return None
-
-    @staticmethod
-    def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
-        found = [m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name]
-        return found[-1] if found else None
-
-    def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
-        """The `return <value>` statements of the function itself (not of nested functions)."""
-        return [r for r in self.ctx.nodes(cst.Return) if r.value is not None
-                and self.ctx.encloses(function, r) and self.scope_of(r) is function]
-
-    def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
-        """The calls of this module that run `function` (built once, on first need)."""
-        if self._call_sites is None:
-            self._call_sites = {}
-            for call in self.ctx.nodes(cst.Call):
-                called = self.callee(call)
-                if called is not None:
-                    self._call_sites.setdefault(called, []).append(call)
-        return self._call_sites.get(function, [])
-
-    def argument_for(self, call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
-        """What `call` passes for the parameter `name` of `function` (its default when it passes
-        nothing); `self` is skipped for methods, `*args`/`**kwargs` give up."""
-        params = [*function.params.posonly_params, *function.params.params]
-        if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
-            params = params[1:]
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == name:
-                return a.value
-        if any(a.star for a in call.args):
-            return None
-        positional = [a.value for a in call.args if a.keyword is None]
-        for index, param in enumerate(params):
-            if param.name.value == name:
-                return positional[index] if index < len(positional) else param.default
-        kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
-        return kwonly[0].default if kwonly else None
-
-    @staticmethod
-    def _static(function: cst.FunctionDef) -> bool:
-        return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-                   for d in function.decorators)
-
-    def describe_call(self, call: cst.Call) -> str:
-        """`f(x)` in `train_step`: how a message names a call site."""
-        text = " ".join(self.ctx.text(call).split())
-        text = text if len(text) <= 60 else text[:57] + "..."
-        scope = self.scope_of(call)
-        where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
-        return f"`{text}`{where}"
-
-    def not_taken(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
-        """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with
-        `activation=False` passed, `if not is_training:` with `is_training=True`)."""
-        for anc in self.ctx.ancestors(node):
-            if anc is function:
-                return False
-            if isinstance(anc, cst.If):
-                test, negated = anc.test, False
-                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-                    test, negated = test.expression, True
-                if not isinstance(test, cst.Name):
-                    continue
-                passed = self.argument_for(call, function, test.value)
-                value = constant(self, passed) if passed is not None else UNKNOWN
-                if value is UNKNOWN:
-                    continue
-                taken = bool(value) != negated
-                if self.ctx.encloses(anc.body, node) != taken:
-                    return True
-        return False
-
     def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
         if isinstance(expr, cst.Attribute):
@@ -361,92 +266,3 @@ class Dataflow:
         parent = self.ctx.parent.get(name)
         return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
             isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
-
-    def flag_defaults(self) -> Dict[str, Optional[cst.BaseExpression]]:
-        """Command-line flags defined in this module, by destination, with their default:
-        `parser.add_argument("--clip-norm", default=1.0)` -> clip_norm, absl
-        `flags.DEFINE_float("clipnorm", 1.0, ...)` -> clipnorm. A flag without a default, or
-        defined twice, maps to None (unknown). `args.clipnorm` / `FLAGS.clipnorm` are then the
-        default on a run that does not pass the flag."""
-        if self._flags is None:
-            self._flags = {}
-            for call in self.ctx.nodes(cst.Call):
-                found = self._flag(call)
-                if found is not None:
-                    dest, default = found
-                    self._flags[dest] = default if dest not in self._flags else None
-        return self._flags
-
-    def _flag(self, call: cst.Call) -> Optional[Tuple[str, Optional[cst.BaseExpression]]]:
-        func = call.func
-        if not isinstance(func, cst.Attribute):
-            return None
-        if func.attr.value == "add_argument":
-            dest = arg(call, 99, "dest")
-            names = [a.value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-            longs = [n.evaluated_value for n in names if n.evaluated_value.startswith("--")]
-            name = constant(self, dest) if dest is not None else longs[0][2:].replace("-", "_") if longs else None
-            return (name, arg(call, 99, "default")) if isinstance(name, str) else None
-        if func.attr.value.startswith("DEFINE_") and (self.ctx.qualify(func) or "").startswith("absl.flags."):
-            name = constant(self, arg(call, 0, "name"))
-            return (name, arg(call, 1, "default")) if isinstance(name, str) else None
-        return None
-
-
-def constant(flow: Dataflow, expr: Optional[cst.BaseExpression], depth: int = 0):
-    """The literal value an expression is known to hold, else UNKNOWN.
-
-    Follows names to literal assignments, module constants and parameter defaults (the
-    default path: `def build(clip=1.0)` makes `clip` 1.0).
-    """
-    if expr is None or depth > MAX_DEPTH:
-        return UNKNOWN
-    if isinstance(expr, (cst.Integer, cst.Float)):
-        return expr.evaluated_value
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
-        inner = constant(flow, expr.expression, depth + 1)
-        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
-            return -inner if isinstance(expr.operator, cst.Minus) else inner
-        return UNKNOWN
-    if isinstance(expr, cst.BinaryOperation):
-        return _arithmetic(flow, expr, depth)
-    if isinstance(expr, cst.SimpleString):
-        return expr.evaluated_value
-    if isinstance(expr, cst.Dict):
-        return _dict_constant(flow, expr, depth)
-    if isinstance(expr, cst.Name):
-        if expr.value in ("None", "True", "False"):
-            return {"None": None, "True": True, "False": False}[expr.value]
-        binding = flow.binding_of(expr)
-        if binding is not None and not binding.path and binding.kind in ("assign", "param"):
-            if binding.kind == "param" and binding.value is None:
-                return UNKNOWN
-            return constant(flow, binding.value, depth + 1)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
-        default = flow.flag_defaults().get(expr.attr.value)  # args.clipnorm, FLAGS.clipnorm
-        return constant(flow, default, depth + 1) if default is not None else UNKNOWN
-    return UNKNOWN
-
-
-def _dict_constant(flow: Dataflow, expr: cst.Dict, depth: int):
-    found = {}
-    for element in expr.elements:
-        if not isinstance(element, cst.DictElement):
-            return UNKNOWN
-        key, value = constant(flow, element.key, depth + 1), constant(flow, element.value, depth + 1)
-        if not isinstance(key, str) or value is UNKNOWN:
-            return UNKNOWN
-        found[key] = value
-    return found
-
-
-def _arithmetic(flow: Dataflow, expr: cst.BinaryOperation, depth: int):
-    left = constant(flow, expr.left, depth + 1)
-    right = constant(flow, expr.right, depth + 1)
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
-    if not numbers:
-        return UNKNOWN
-    ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
-           cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b if b else UNKNOWN}
-    op = ops.get(type(expr.operator))
-    return op(left, right) if op else UNKNOWN

@@ -10,7 +10,8 @@ from typing import NamedTuple, Optional, Set, Tuple
 import libcst as cst
 
 from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
-from .local import PARAMETER_DEPTH, UNKNOWN, Binding, Dataflow, constant
+from .constants import UNKNOWN, constant
+from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, arg
 
 # TensorArray methods that read back what `write` stored.

@@ -8,8 +8,9 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from .constants import UNKNOWN, constant
 from .gradients import Gradients, GradList
-from .local import UNKNOWN, Dataflow, constant
+from .local import Dataflow
 from .nodes import walk
 
 

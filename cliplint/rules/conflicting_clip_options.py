@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..edits import statement_line, without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
-from ..flow.local import UNKNOWN
+from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
 from . import Invalid, Rule

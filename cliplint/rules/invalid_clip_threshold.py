@@ -9,7 +9,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
-from ..flow.local import UNKNOWN
+from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule

@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..edits import negated, rebound_between, renamed_callee, spelled
 from ..facts import Facts
 from ..findings import SAFE, UNSAFE, Fix, Report
-from ..flow.local import UNKNOWN
+from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import SIGMOID, SOFTMAX

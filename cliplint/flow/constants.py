@@ -1,0 +1,113 @@
+"""Constant folding: the literal value an expression is known to hold, through names, module
+constants, parameter defaults and command-line flag defaults (`args.clipnorm`, `FLAGS.clipnorm`).
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import libcst as cst
+
+from .nodes import MAX_DEPTH, arg
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+class FlagDefaults:
+    """A mixin of `local.Dataflow`: the module's argparse and absl flag definitions."""
+
+    _flags: Optional[Dict[str, Optional[cst.BaseExpression]]] = None  # built on first need
+
+    def flag_defaults(self) -> Dict[str, Optional[cst.BaseExpression]]:
+        """Command-line flags defined in this module, by destination, with their default:
+        `parser.add_argument("--clip-norm", default=1.0)` -> clip_norm, absl
+        `flags.DEFINE_float("clipnorm", 1.0, ...)` -> clipnorm. A flag without a default, or
+        defined twice, maps to None (unknown). `args.clipnorm` / `FLAGS.clipnorm` are then the
+        default on a run that does not pass the flag."""
+        if self._flags is None:
+            self._flags = {}
+            for call in self.ctx.nodes(cst.Call):
+                found = self._flag(call)
+                if found is not None:
+                    dest, default = found
+                    self._flags[dest] = default if dest not in self._flags else None
+        return self._flags
+
+    def _flag(self, call: cst.Call) -> Optional[Tuple[str, Optional[cst.BaseExpression]]]:
+        func = call.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        if func.attr.value == "add_argument":
+            dest = arg(call, 99, "dest")
+            names = [a.value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+            longs = [n.evaluated_value for n in names if n.evaluated_value.startswith("--")]
+            name = constant(self, dest) if dest is not None else longs[0][2:].replace("-", "_") if longs else None
+            return (name, arg(call, 99, "default")) if isinstance(name, str) else None
+        if func.attr.value.startswith("DEFINE_") and (self.ctx.qualify(func) or "").startswith("absl.flags."):
+            name = constant(self, arg(call, 0, "name"))
+            return (name, arg(call, 1, "default")) if isinstance(name, str) else None
+        return None
+
+
+def constant(flow, expr: Optional[cst.BaseExpression], depth: int = 0):
+    """The literal value an expression is known to hold, else UNKNOWN.
+
+    Follows names to literal assignments, module constants and parameter defaults (the
+    default path: `def build(clip=1.0)` makes `clip` 1.0).
+    """
+    if expr is None or depth > MAX_DEPTH:
+        return UNKNOWN
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return expr.evaluated_value
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, (cst.Minus, cst.Plus)):
+        inner = constant(flow, expr.expression, depth + 1)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(expr.operator, cst.Minus) else inner
+        return UNKNOWN
+    if isinstance(expr, cst.BinaryOperation):
+        return _arithmetic(flow, expr, depth)
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value
+    if isinstance(expr, cst.Dict):
+        return _dict_constant(flow, expr, depth)
+    if isinstance(expr, cst.Name):
+        if expr.value in ("None", "True", "False"):
+            return {"None": None, "True": True, "False": False}[expr.value]
+        binding = flow.binding_of(expr)
+        if binding is not None and not binding.path and binding.kind in ("assign", "param"):
+            if binding.kind == "param" and binding.value is None:
+                return UNKNOWN
+            return constant(flow, binding.value, depth + 1)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
+        default = flow.flag_defaults().get(expr.attr.value)  # args.clipnorm, FLAGS.clipnorm
+        return constant(flow, default, depth + 1) if default is not None else UNKNOWN
+    return UNKNOWN
+
+
+def _dict_constant(flow, expr: cst.Dict, depth: int):
+    found = {}
+    for element in expr.elements:
+        if not isinstance(element, cst.DictElement):
+            return UNKNOWN
+        key, value = constant(flow, element.key, depth + 1), constant(flow, element.value, depth + 1)
+        if not isinstance(key, str) or value is UNKNOWN:
+            return UNKNOWN
+        found[key] = value
+    return found
+
+
+def _arithmetic(flow, expr: cst.BinaryOperation, depth: int):
+    left = constant(flow, expr.left, depth + 1)
+    right = constant(flow, expr.right, depth + 1)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
+    if not numbers:
+        return UNKNOWN
+    ops = {cst.Add: lambda a, b: a + b, cst.Subtract: lambda a, b: a - b,
+           cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b if b else UNKNOWN}
+    op = ops.get(type(expr.operator))
+    return op(left, right) if op else UNKNOWN
