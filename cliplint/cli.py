@@ -1,10 +1,12 @@
 """click entry point: flags -> Config -> engine -> reporter -> exit code.
 
-Exit codes (ruff's): 0 no findings, 1 findings, 2 usage/config error or internal failure.
-`--exit-zero` turns 1 into 0 but never hides a 2.
+Exit codes (ruff's): 0 no findings, 1 findings, 2 usage/config error or internal failure,
+130 interrupted (Ctrl-C). `--exit-zero` turns 1 into 0 but never hides a 2.
 """
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import sys
 from typing import List, NoReturn, Optional, Sequence
@@ -14,7 +16,7 @@ import click
 from . import __version__
 from .settings import Config, ConfigError, Overrides
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def _split(values: Sequence[str]) -> List[str]:
@@ -26,9 +28,37 @@ class DefaultToCheck(click.Group):
     """`cliplint PATH...` means `cliplint check PATH...`; subcommand names win."""
 
     def parse_args(self, ctx, args):
+        if args and not args[0].startswith("-") and args[0] not in self.commands:
+            self._refuse_mistyped_command(ctx, args[0])
         if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h", "--version")):
             args = ["check", *args]
         return super().parse_args(ctx, args)
+
+    def _refuse_mistyped_command(self, ctx, word: str) -> None:
+        """`cliplint chek .` is a typo, not a missing file to report while linting `.`."""
+        close = difflib.get_close_matches(word, list(self.commands), n=1)
+        if close and not os.path.lexists(word):
+            ctx.fail(f"`{word}` is neither a command nor an existing path; did you mean `{close[0]}`?")
+
+    def invoke(self, ctx):
+        """Ctrl-C: exit 130, as ruff and most Unix tools do, without click's "Aborted!" (exit 1,
+        which CI reads as findings). The verifier and the report file are cleaned up on the
+        way out (`finally` blocks); no traceback."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("cliplint: interrupted", err=True)
+            _finish(EXIT_INTERRUPTED)
+
+
+class FiniteFloatRange(click.FloatRange):
+    """A float range that also refuses `nan` and `inf` (which every comparison lets through)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
 
 
 @click.group(cls=DefaultToCheck, context_settings={"help_option_names": ["-h", "--help"]})
@@ -63,10 +93,12 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--verify", is_flag=True, help="Confirm each finding by running it against the installed TensorFlow.")
-@click.option("--verify-timeout", type=float, default=30.0, show_default=True, help="Seconds per probe.")
-@click.option("--verify-budget", type=float, default=600.0, show_default=True,
+@click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Seconds per probe (more than 0).")
+@click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Seconds for the whole --verify run; findings left then are inconclusive.")
-@click.option("-j", "--jobs", type=int, default=0, help="Worker processes (default: all cores).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
+              help="Worker processes (default 0: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
 @click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(file_okay=False),
               help="Where results are cached, keyed by file content, settings and cliplint version.")
@@ -102,6 +134,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         if targets != ["-"] and (fix_only or fix or (fix is None and config.for_path(targets[0]).fix)):
             fixing = _fix(config, targets, unsafe_fixes, verify, verify_timeout)
         result = _lint(config, targets, jobs or os.cpu_count() or 1, stdin_filename, cache)
+        for warning in config.warnings():
+            click.echo(f"cliplint: warning: {warning}", err=True)
         if add_noqa:
             _finish(_add_noqa(result, config, targets))
         if verify:
@@ -215,12 +249,10 @@ def _finish(code: int) -> NoReturn:
 
 
 def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str]):
-    from .engine import RunResult, lint_stdin, run
+    from .engine import lint_stdin, run
 
     if paths == ["-"]:
-        data = sys.stdin.buffer.read()
-        findings, crashed = lint_stdin(data, stdin_filename or "-", config)
-        return RunResult(findings, 1, crashed)
+        return lint_stdin(sys.stdin.buffer.read(), stdin_filename or "-", config)
     return run(paths, config, jobs, cache)
 
 
@@ -236,7 +268,11 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
     if output_file:
         from .files import write_atomically
 
-        write_atomically(output_file, text)
+        try:
+            write_atomically(output_file, text)
+        except OSError as err:  # a missing folder, no permission, a full disk: nothing is left behind
+            click.echo(f"cliplint: error: cannot write the report to {output_file}: {err.strerror or err}", err=True)
+            _finish(EXIT_ERROR)
     else:
         click.echo(text, nl=False)
 
@@ -264,8 +300,7 @@ def list_rules() -> None:
 @click.argument("rule")
 def explain(rule: str) -> None:
     """Print a rule's documentation (code or name): why it is bad, example, use instead."""
-    from .findings import UNREADABLE
-    from .rules import ALL_RULES
+    from .report.links import rule_page
     from .settings import resolve_codes
 
     try:
@@ -274,10 +309,7 @@ def explain(rule: str) -> None:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
     for code in sorted(codes):
-        if code == UNREADABLE.code:
-            click.echo(f"# {UNREADABLE.code} {UNREADABLE.name}\n\n{UNREADABLE.summary} {UNREADABLE.explanation}")
-        else:
-            click.echo(ALL_RULES[code].doc())
+        click.echo(rule_page(code))
 
 
 @main.command("problem-matcher")

@@ -95,11 +95,17 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
             if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
                 continue
             yield from _walk(given, config, GitIgnore.for_root(given), given)
-        elif settings.force_exclude and (settings.excluded(given) or (
-                given.lower().endswith(CONFIG_SUFFIXES) and not settings.audits(given))):
-            continue  # pre-commit names every staged file: settings decide, as for discovered files
+        elif force_excluded(given, settings):
+            continue
         else:
             yield Target(given, display_path(given), settings, "file")
+
+
+def force_excluded(path: str, settings) -> bool:
+    """Is a file named on the command line (or by `--stdin-filename`) skipped by `--force-exclude`?
+    pre-commit names every staged file: the settings decide, as for a discovered file."""
+    return settings.force_exclude and (settings.excluded(path) or (
+        path.lower().endswith(CONFIG_SUFFIXES) and not settings.audits(path)))
 
 
 def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:

@@ -8,11 +8,12 @@ a file needs parsing: a fully cached run never imports libcst.
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from .cache import Cache
-from .discovery import Target, discover, display_path, unique
+from .discovery import Target, discover, display_path, force_excluded, unique
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter
 from .settings import CONFIG_SUFFIXES, Config
@@ -45,10 +46,9 @@ def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding
     if target.path.lower().endswith(".keras"):
         return _audit(target.path, target.path, rules, shown)  # read lazily from the archive, any size
     try:
-        size = os.path.getsize(target.path)
-        if size > settings.max_file_size:
-            return [bad_input(shown, f"file is {size:,} bytes, above max-file-size "
-                                     f"({settings.max_file_size:,}); not linted")], False
+        oversized = _oversized(target.path, os.path.getsize(target.path), settings, shown)
+        if oversized:
+            return [oversized], False
         with open(target.path, "rb") as handle:
             data = handle.read()
     except OSError as err:
@@ -59,6 +59,13 @@ def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding
     cache = Cache(target.cache)
     cache.put(cache.key(data, shown, codes), findings, crashed)
     return findings, crashed
+
+
+def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
+    """CL000 for a file above max-file-size (a `.keras` archive is read lazily: any size)."""
+    if size <= settings.max_file_size or path.lower().endswith(".keras"):
+        return None
+    return bad_input(shown, f"file is {size:,} bytes, above max-file-size ({settings.max_file_size:,}); not linted")
 
 
 def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
@@ -120,26 +127,30 @@ def _map(function, targets: List[Target], jobs: int) -> List:
     # A pool costs ~0.1 s to start: only worth it for many files.
     if jobs <= 1 or len(targets) < 2 * PARALLEL_MIN_FILES:
         return [function(t) for t in targets]
-    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import Pool
 
     chunk = max(1, len(targets) // (jobs * 8))
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(function, targets, chunksize=chunk))
+    # Ctrl-C reaches the whole process group: the workers leave it to this process, whose
+    # KeyboardInterrupt leaves the `with`, which terminates them (no traceback from each one).
+    with Pool(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
+        return pool.map(function, targets, chunksize=chunk)
 
 
 PARALLEL_MIN_FILES = 16
 
 
-def lint_stdin(data: bytes, filename: str, config: Config) -> Tuple[List[Finding], bool]:
-    """Standard input, reported (and configured) as `filename`."""
+def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
+    """Standard input, linted, configured and reported as the file `filename` would be on disk:
+    its kind (Python, notebook, training config) by its name, its settings by its path."""
     settings = config.for_path(filename)
-    if settings.force_exclude and settings.excluded(filename):
-        return [], False
-    target = Target(filename, display_path(filename) if filename != "-" else "-", settings, "file")
+    if filename != "-" and force_excluded(filename, settings):
+        return RunResult([], 0, False)
     from .rules import ALL_RULES  # rules import libcst: only when a file is linted
 
     codes = settings.enabled_codes(filename)
-    findings, crashed = lint_bytes(filename, data, [ALL_RULES[c] for c in codes if c in ALL_RULES], target.display)
-    return [f for f in findings if f.code in codes], crashed
-
-
+    rules = [ALL_RULES[c] for c in codes if c in ALL_RULES]
+    shown = display_path(filename) if filename != "-" else "-"
+    oversized = _oversized(filename, len(data), settings, shown)
+    findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, rules, shown)
+    findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)
+    return RunResult(findings, 1, crashed)

@@ -2,7 +2,8 @@
 
 Discovery is ruff's: each file uses the closest `pyproject.toml` that has a `[tool.cliplint]`
 table, walking up from the file. Settings are not merged across files; command-line flags
-override every file. `--config FILE` uses one file for all, `--isolated` none.
+override every file, and rule selection follows ruff's precedence (`selected_codes`).
+`--config FILE` uses one file for all, `--isolated` none.
 """
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from . import catalogue
+from .findings import UNREADABLE
 
 try:
     import tomllib
@@ -48,21 +50,32 @@ class ConfigError(Exception):
 
 def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     """Codes, prefixes (`CL00`), names (`log-of-softmax`) and `ALL` to a set of codes."""
-    all_codes, names = tuple(catalogue.codes()), catalogue.names()
     codes = set()
     for selector in selectors:
         if not isinstance(selector, str):
             raise ConfigError(f"{where}: expected rule codes as strings, got {selector!r}")
-        token = selector.strip()
-        if token.upper() == "ALL":
-            codes.update(all_codes)
-        elif token.lower() in names:
-            codes.add(names[token.lower()])
-        elif re.fullmatch(r"[A-Za-z]+\d*", token) and any(c.startswith(token.upper()) for c in all_codes):
-            codes.update(c for c in all_codes if c.startswith(token.upper()))
-        else:
-            raise ConfigError(f"{where}: unknown rule selector {selector!r} (known: {', '.join(all_codes)})")
+        resolved = _selector(selector.strip())
+        if resolved is None:
+            known = ", ".join(catalogue.codes())
+            raise ConfigError(f"{where}: unknown rule selector {selector!r} (known: {known})")
+        codes.update(resolved[1])
     return frozenset(codes)
+
+
+@lru_cache(maxsize=256)
+def _selector(token: str) -> Optional[Tuple[int, FrozenSet[str]]]:
+    """(specificity, codes) of one selector, or None when it selects nothing known. Specificity
+    is ruff's: `ALL` 0, a prefix its length, a code or a name a whole code's length."""
+    all_codes, names = tuple(catalogue.codes()), catalogue.names()
+    if token.upper() == "ALL":
+        return 0, frozenset(all_codes)
+    if token.lower() in names:
+        code = names[token.lower()]
+        return len(code), frozenset((code,))
+    if re.fullmatch(r"[A-Za-z]+\d*", token):
+        matched = frozenset(c for c in all_codes if c.startswith(token.upper()))
+        return (len(token), matched) if matched else None
+    return None
 
 
 def glob_to_regex(pattern: str) -> re.Pattern:
@@ -137,20 +150,64 @@ def _matcher(patterns: Tuple[str, ...]):
     return matches
 
 
+@dataclass(frozen=True)
+class Selection:
+    """One layer of rule selection: a configuration file's, or the command line's. Selectors
+    are kept as written (validated), because their specificity decides conflicts."""
+
+    select: Optional[Tuple[str, ...]] = None
+    extend_select: Tuple[str, ...] = ()
+    ignore: Tuple[str, ...] = ()
+
+    @staticmethod
+    def of(select: Optional[Sequence[str]], extend_select: Sequence[str], ignore: Sequence[str],
+           name: Callable[[str], str]) -> "Selection":
+        """A validated layer; `name(key)` says where a key comes from in an error message."""
+        for key, selectors in (("select", select or ()), ("extend-select", extend_select), ("ignore", ignore)):
+            resolve_codes(selectors, name(key))
+        return Selection(None if select is None else _stripped(select), _stripped(extend_select), _stripped(ignore))
+
+    def named_codes(self) -> FrozenSet[str]:
+        """The rules `select` and `extend-select` name one by one (by code or name, not by prefix)."""
+        selectors = (*(self.select or ()), *self.extend_select)
+        return frozenset(code for specificity, codes in map(_selector, selectors) if len(codes) == 1
+                         for code in codes if specificity == len(code))
+
+
+def _stripped(selectors: Sequence[str]) -> Tuple[str, ...]:
+    return tuple(selector.strip() for selector in selectors)
+
+
 @lru_cache(maxsize=64)
-def _selected_codes(select: Optional[FrozenSet[str]], extend_select: FrozenSet[str], ignore: FrozenSet[str]
-                    ) -> FrozenSet[str]:
-    """The codes enabled before per-file-ignores (asked once per file, so memoised)."""
-    return ((select if select is not None else frozenset(catalogue.codes())) | extend_select) - ignore
+def selected_codes(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
+    """The codes enabled before per-file-ignores, by ruff's precedence: a layer with `select`
+    replaces everything before it, a layer without one adjusts it; inside a layer the more
+    specific selector wins and, at equal specificity, `ignore` wins. A layer that is only
+    `select = []` plus `ignore` hands its ignores on to the next layer."""
+    enabled = frozenset(catalogue.codes())  # the default: every rule
+    carried: Tuple[str, ...] = ()
+    for layer in selections:
+        chosen = [(s, True) for s in (*(layer.select or ()), *layer.extend_select)]
+        chosen += [(s, False) for s in (*layer.ignore, *carried)]
+        updates: Dict[str, bool] = {}  # least specific first; at equal specificity, ignores last
+        for selector, on in sorted(chosen, key=lambda pair: (_selector(pair[0])[0], pair[1] is False)):
+            updates.update(dict.fromkeys(_selector(selector)[1], on))
+        turned_on = frozenset(code for code, on in updates.items() if on)
+        carried = ()
+        if layer.select is not None:
+            enabled = turned_on
+            if not layer.select and not layer.extend_select and layer.ignore:
+                carried = layer.ignore
+        else:
+            enabled = (enabled | turned_on) - (set(updates) - turned_on)
+    return enabled
 
 
 @dataclass(frozen=True)
 class Settings:
     root: str  # the folder patterns are relative to
     source: Optional[str] = None  # the pyproject.toml these came from
-    select: Optional[FrozenSet[str]] = None
-    extend_select: FrozenSet[str] = frozenset()
-    ignore: FrozenSet[str] = frozenset()
+    selections: Tuple[Selection, ...] = ()  # the configuration file's, then the command line's
     per_file_ignores: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
     exclude: Tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: Tuple[str, ...] = ()
@@ -170,7 +227,7 @@ class Settings:
         return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
     def enabled_codes(self, path: str) -> FrozenSet[str]:
-        codes = _selected_codes(self.select, self.extend_select, self.ignore)
+        codes = selected_codes(self.selections)
         if not self.per_file_ignores:
             return codes
         relative = self.relative(path)
@@ -205,8 +262,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """What in these settings can change a file's findings (for the cache key)."""
-        return repr((sorted(self.select or ()), sorted(self.extend_select), sorted(self.ignore),
-                     self.per_file_ignores, self.max_file_size))
+        return repr((sorted(selected_codes(self.selections)), self.per_file_ignores, self.max_file_size))
 
 
 def _table(path: str) -> Optional[dict]:
@@ -237,12 +293,11 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
     settings = Settings(root=root, source=source)
     changes: Dict[str, object] = {}
-    if "select" in table:
-        changes["select"] = resolve_codes(_strings(table["select"], "select", where), where)
-    if "extend-select" in table:
-        changes["extend_select"] = resolve_codes(_strings(table["extend-select"], "extend-select", where), where)
-    if "ignore" in table:
-        changes["ignore"] = resolve_codes(_strings(table["ignore"], "ignore", where), where)
+    if {"select", "extend-select", "ignore"} & set(table):
+        changes["selections"] = (Selection.of(
+            _strings(table["select"], "select", where) if "select" in table else None,
+            *(_strings(table.get(key, []), key, where) for key in ("extend-select", "ignore")),
+            lambda key: f"{where}: `{key}`"),)
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
@@ -282,14 +337,17 @@ class Overrides:
     fix: Optional[bool] = None
     unsafe_fixes: Optional[bool] = None
 
+    def selection(self) -> Optional[Selection]:
+        """The command line's layer of rule selection (None when no flag selects rules)."""
+        if self.select is None and not self.extend_select and not self.ignore:
+            return None
+        return Selection.of(self.select, self.extend_select, self.ignore, lambda key: f"--{key}")
+
     def apply(self, settings: Settings) -> Settings:
         changes: Dict[str, object] = {}
-        if self.select is not None:
-            changes["select"] = resolve_codes(self.select, "--select")
-        if self.extend_select:
-            changes["extend_select"] = settings.extend_select | resolve_codes(self.extend_select, "--extend-select")
-        if self.ignore:
-            changes["ignore"] = settings.ignore | resolve_codes(self.ignore, "--ignore")
+        layer = self.selection()
+        if layer is not None:
+            changes["selections"] = settings.selections + (layer,)
         if self.exclude is not None:
             changes["exclude"] = tuple(self.exclude)
         if self.extend_exclude:
@@ -342,3 +400,31 @@ class Config:
             settings = self.overrides.apply(Settings(root=os.getcwd()))
         self._by_dir[directory] = settings
         return settings
+
+    def warnings(self) -> List[str]:
+        """What the settings used so far do that the user may not expect: select no rule at all,
+        or turn off a rule the command line names."""
+        used = {id(s): s for s in (*self._by_dir.values(), self._fixed) if s is not None}
+        layer = self.overrides.selection()
+        named = layer.named_codes() & selected_codes((layer,)) if layer is not None else frozenset()
+        found: List[str] = []
+        for settings in used.values():
+            where = _shown(settings.source) if settings.source else None
+            enabled = selected_codes(settings.selections)
+            if not enabled - {UNREADABLE.code}:
+                origin = " and ".join(filter(None, (where, layer and "the command line")))
+                found.append(f"no rule is enabled by {origin}: nothing is reported for the files it configures")
+            found.extend(f"{code} is selected on the command line but the `ignore` of {where} removes it: a "
+                         "configuration with `select = []` and `ignore` carries its ignores over to the command line"
+                         for code in sorted(named - enabled))
+            for pattern, ignored in settings.per_file_ignores:
+                found.extend(f"{code} is selected on the command line but `per-file-ignores` \"{pattern}\" in "
+                             f"{where} turns it off for the files that pattern matches"
+                             for code in sorted(named & ignored))
+        return list(dict.fromkeys(found))
+
+
+def _shown(path: str) -> str:
+    """A configuration file's path as a message names it: relative to the current folder when inside it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative

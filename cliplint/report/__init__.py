@@ -38,3 +38,4 @@ def _ci(name: str) -> Formatter:
 
 
 FORMATS.update({name: _ci(name) for name in ("sarif", "github", "junit", "gitlab")})
+

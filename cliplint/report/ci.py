@@ -12,18 +12,24 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..findings import UNREADABLE, Finding
-from .machine import RULES_URL
-
-INFORMATION_URI = "https://github.com/cliplint/cliplint"
+from .links import homepage, rule_page, rule_url
 
 
-def _rules():
+def _rules() -> Dict[str, tuple]:
+    """Code -> (name, summary, why, severity) of CL000 and every rule."""
     from ..rules import ALL_RULES
 
-    described = {UNREADABLE.code: (UNREADABLE.name, UNREADABLE.summary, UNREADABLE.summary, UNREADABLE.severity)}
+    described = {UNREADABLE.code: (UNREADABLE.name, UNREADABLE.summary, UNREADABLE.explanation, UNREADABLE.severity)}
     for code, rule in ALL_RULES.items():
         described[code] = (rule.name, rule.summary, textwrap.dedent(rule.why).strip(), rule.severity)
-    return described, ALL_RULES
+    return described
+
+
+def _plain(markdown: str) -> str:
+    """A rule page as plain text: no code fences, heading marks or bold marks."""
+    lines = [line.lstrip("#").strip() if line.startswith("#") else line.replace("**", "")
+             for line in markdown.splitlines() if not line.startswith("```")]
+    return "\n".join(lines).strip() + "\n"
 
 
 def _message(finding: Finding) -> str:
@@ -49,7 +55,7 @@ def _line_text(finding: Finding, cache: Dict[str, List[str]]) -> str:
 # --- SARIF ----------------------------------------------------------------------------------
 
 def sarif(findings: List[Finding], info) -> str:
-    described, rules = _rules()
+    described = _rules()
     codes = sorted(described)
     results, seen, lines = [], {}, {}
     for finding in findings:
@@ -78,8 +84,8 @@ def sarif(findings: List[Finding], info) -> str:
         results.append(result)
     driver = {
         "name": "cliplint", "version": __version__, "semanticVersion": __version__,
-        "informationUri": INFORMATION_URI,
-        "rules": [_sarif_rule(code, *described[code], rules.get(code)) for code in codes],
+        "informationUri": homepage(),
+        "rules": [_sarif_rule(code, *described[code]) for code in codes],
     }
     log = {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -94,14 +100,14 @@ def sarif(findings: List[Finding], info) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
-def _sarif_rule(code, name, summary, why, severity, rule) -> dict:
-    help_markdown = rule.doc() if rule is not None else summary
+def _sarif_rule(code, name, summary, why, severity) -> dict:
+    page = rule_page(code)  # the whole page, so that the help needs no link to be useful
     return {
         "id": code, "name": name,
         "shortDescription": {"text": summary[:1024]},
         "fullDescription": {"text": " ".join(why.split())[:1024]},
-        "help": {"text": " ".join(why.split())[:1024], "markdown": help_markdown},
-        "helpUri": RULES_URL.format(code=code),
+        "help": {"text": _plain(page), "markdown": page},
+        "helpUri": rule_url(code),
         "defaultConfiguration": {"level": severity},
         "properties": {"tags": ["tensorflow", "correctness"], "precision": "high",
                        "problem.severity": "error" if severity == "error" else "warning"},

@@ -5,8 +5,7 @@ import json
 from typing import List
 
 from ..findings import Finding
-
-RULES_URL = "https://github.com/cliplint/cliplint/blob/main/rules/{code}.md"
+from .links import rule_url
 
 
 def as_dict(finding: Finding) -> dict:
@@ -20,7 +19,7 @@ def as_dict(finding: Finding) -> dict:
         "name": finding.name,
         "severity": finding.severity,
         "message": finding.message,
-        "url": RULES_URL.format(code=finding.code),
+        "url": rule_url(finding.code),
     }
     if finding.cell is not None:
         record["cell"] = finding.cell

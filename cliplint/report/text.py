@@ -44,8 +44,15 @@ def statistics(findings: List[Finding]) -> str:
     return "\n".join(f"{n:>5}  {code}  {name}" for (code, name), n in sorted(counts.items()))
 
 
+def explain_hint(findings: List[Finding]) -> str:
+    """Where to read more, without a network: the first code found as the example."""
+    return f"`cliplint explain CODE` prints a rule's documentation (e.g. `cliplint explain {findings[0].code}`)."
+
+
 def render(findings: List[Finding], info) -> str:
     lines = [line(f, info.color) for f in findings]
     if not info.quiet:
         lines.append(summary(findings, info.files, info.verified))
+        if findings:
+            lines.append(explain_hint(findings))
     return "\n".join(lines) + "\n" if lines else ""

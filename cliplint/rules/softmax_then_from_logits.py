@@ -24,6 +24,10 @@ LOSS_FUNCTIONS = {f"{module}.{n}": kind for module in ("keras.losses", "keras.me
 LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
               "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "softmax",
               "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid"}
+# What to use on probabilities instead of each op.
+PROBABILITY_LOSSES = {"tensorflow.nn.softmax_cross_entropy_with_logits": "categorical_crossentropy",
+                      "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "sparse_categorical_crossentropy",
+                      "tensorflow.nn.sigmoid_cross_entropy_with_logits": "binary_crossentropy"}
 
 
 def _true(ctx: Context, expr) -> bool:
@@ -106,7 +110,8 @@ class SoftmaxThenFromLogits(Rule):
                 "model = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
                 "model.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))\n", 3, "sigmoid"),
         Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(z)\n"
-                "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3),
+                "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3,
+                "applies softmax to `logits` itself"),
         Invalid("import keras\nmodel = keras.Sequential([keras.layers.Dense(4, activation='softmax')])\n"
                 "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
     ]
@@ -124,7 +129,8 @@ class SoftmaxThenFromLogits(Rule):
                 kind = self._from_logits(ctx, loss) if loss is not None else None
                 output = ctx.flow.model_output(func.value) if kind else None
                 if output and output[0] == kind:
-                    yield self._report(ctx, loss, kind, output[1])
+                    yield self._report(ctx, loss, kind, output[1], "the model output",
+                                       {"loss": ctx.flow.snippet(ctx.flow.value_of(loss))})
             else:
                 yield from self._direct(ctx, call)
 
@@ -132,16 +138,18 @@ class SoftmaxThenFromLogits(Rule):
         """`loss_fn(y, model(x))`, `sparse_categorical_crossentropy(y, p, from_logits=True)`,
         `*_with_logits(logits=p)`."""
         name = ctx.call_name(call)
-        if name in LOGITS_OPS:
-            kind, predictions = LOGITS_OPS[name], arg(call, 99, "logits")
+        if name in LOGITS_OPS:  # the probe runs the op itself
+            kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 99, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
-            kind, predictions = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred")
+            kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"
+            probe = {"function": name.rsplit(".", 1)[-1]}
         else:
             kind = self._from_logits(ctx, call.func) if isinstance(call.func, cst.Name) else None
-            predictions = arg(call, 1, "y_pred") if kind else None
+            predictions, what = (arg(call, 1, "y_pred") if kind else None), "the predictions"
+            probe = {"loss": ctx.flow.snippet(ctx.flow.value_of(call.func))} if kind else {}
         source = ctx.flow.probability(predictions) if predictions is not None else None
         if source and source.kind == kind and not source.padded:
-            yield self._report(ctx, call, kind, source.node, source.via)
+            yield self._report(ctx, call, kind, source.node, what, probe, source.via)
 
     def _from_logits(self, ctx: Context, loss) -> Optional[str]:
         """'softmax'/'sigmoid' when `loss` is (or names) a from_logits=True loss."""
@@ -162,15 +170,26 @@ class SoftmaxThenFromLogits(Rule):
                     return LOSS_FUNCTIONS[ctx.call_name(sub)]
         return None
 
-    def _report(self, ctx: Context, node, kind: str, last, via=()) -> Report:
-        where = ctx.text(last).strip().splitlines()[0]
-        path = f" (the output comes in through {', then '.join(via)})" if via else ""
-        probe = {"kind": kind, "loss": ctx.flow.snippet(node)}
-        return Report(node, (
-            f"the loss applies {kind} itself (`from_logits=True`), but the model output already went through "
-            f"{kind} (`{where[:80]}`){path}: {kind} is applied twice, so the loss is flattened and the gradients "
-            f"are tiny; training plateaus without an error. Make the last layer linear, or drop `from_logits=True`."),
-            probe=probe, fix=self._fix(ctx, node))
+    def _report(self, ctx: Context, node, kind: str, last, what: Optional[str], probe: dict, via=()) -> Report:
+        """`what` went through `kind` at `last` (and the calls `via`), then into a `from_logits=True`
+        loss; `what` is None for a `tf.nn.*_with_logits` op (`probe["op"]`), which has no `from_logits`."""
+        where = f"(`{ctx.text(last).strip().splitlines()[0][:80]}`)"
+        if via:
+            where += f" (the output comes in through {', then '.join(via)})"
+        twice = (f"{kind} is applied twice, so the loss is flattened and the gradients are tiny; "
+                 "training plateaus without an error.")
+        if what is None:
+            op = probe["op"].replace("tensorflow.", "tf.")
+            message = (f"`{op}` applies {kind} to `logits` itself, but the `logits` given already went through "
+                       f"{kind} {where}: {twice} Pass the values from before the {kind}, or give the "
+                       f"probabilities to `tf.keras.losses.{PROBABILITY_LOSSES[probe['op']]}`.")
+        else:
+            instead = f"Pass the values from before the {kind}"
+            if what == "the model output":
+                instead = "Make the last layer linear"
+            message = (f"the loss applies {kind} itself (`from_logits=True`), but {what} already went through "
+                       f"{kind} {where}: {twice} {instead}, or drop `from_logits=True`.")
+        return Report(node, message, probe={"kind": kind, **probe}, fix=self._fix(ctx, node))
 
     @staticmethod
     def _fix(ctx: Context, loss) -> Optional[Fix]:

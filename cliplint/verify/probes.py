@@ -729,11 +729,32 @@ def _user_loss(probe: dict, default_class: str, assumptions: List[str]):
     return getattr(KERAS.losses, default_class)(from_logits=True)
 
 
+LOGITS_OPS = ("softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits",
+              "sigmoid_cross_entropy_with_logits")
+LOSS_FUNCTIONS = ("sparse_categorical_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",
+                  "binary_crossentropy", "binary_focal_crossentropy")
+
+
+def _loss_used(probe: dict, default_class: str, assumptions: List[str]):
+    """(the loss as the flagged line computes it, its name in the evidence, sparse labels?):
+    the `tf.nn` op or the Keras loss function it calls, else the loss object it builds."""
+    op = probe.get("op", "").rsplit(".", 1)[-1]
+    if op in LOGITS_OPS:
+        function = getattr(tf.nn, op)
+        return (lambda labels, logits: tf.reduce_mean(function(labels=labels, logits=logits)),
+                f"{TF} `tf.nn.{op}`", op.startswith("sparse_"))
+    if probe.get("function") in LOSS_FUNCTIONS:
+        function = getattr(KERAS.losses, probe["function"])
+        return (lambda labels, predictions: tf.reduce_mean(function(labels, predictions, from_logits=True)),
+                f"{FLAVOUR} `{probe['function']}(..., from_logits=True)`", probe["function"].startswith("sparse_"))
+    loss = _user_loss(probe, default_class, assumptions)
+    return loss, f"{FLAVOUR} `{type(loss).__name__}`", "Sparse" in type(loss).__name__
+
+
 def probe_double_activation(probe: dict) -> dict:
     default_class, logits_values, activation, described = DOUBLE_ACTIVATION[probe["kind"]]
     assumptions = [f"a confidently wrong prediction: {described}"]
-    loss = _user_loss(probe, default_class, assumptions)
-    sparse = "Sparse" in type(loss).__name__
+    loss, used, sparse = _loss_used(probe, default_class, assumptions)
     if probe["kind"] == "softmax":
         labels = tf.constant([0]) if sparse else tf.constant([[1.0, 0.0, 0.0]])
     else:
@@ -744,8 +765,8 @@ def probe_double_activation(probe: dict) -> dict:
         double = loss(labels, activation(logits))
     single_grad = float(tf.norm(tape.gradient(single, logits)))
     double_grad = float(tf.norm(tape.gradient(double, logits)))
-    evidence = (f"{FLAVOUR}: with {probe['kind']} applied twice the loss is {float(double):.3g} and the gradient norm "
-                f"{double_grad:.2g}; with the {probe['kind']} once (a linear last layer) they are {float(single):.3g} "
+    evidence = (f"{used}: with {probe['kind']} applied twice the loss is {float(double):.3g} and the gradient norm "
+                f"{double_grad:.2g}; with the {probe['kind']} once (on the raw logits) they are {float(single):.3g} "
                 f"and {single_grad:.3g}")
     if float(double) < 0.5 * float(single) and double_grad < 0.1 * single_grad:
         return verdict("confirmed", evidence, assumptions)
