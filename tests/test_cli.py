@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -262,6 +263,22 @@ def test_stdin_is_linted_as_the_kind_its_filename_names(tmp_path, run_cli, name)
     assert json.loads(on_disk.stdout), name  # each has findings on disk
     assert json.loads(piped.stdout) == json.loads(on_disk.stdout)
     assert piped.returncode == on_disk.returncode == 1 and piped.stderr == ""
+
+
+def test_stdin_keras_archive_is_read_as_an_archive(tmp_path):
+    config = {"class_name": "Sequential", "config": {},
+              "compile_config": {"optimizer": {"class_name": "Adam", "config": {"clipnorm": 1.0, "clipvalue": 0.5}}}}
+    with zipfile.ZipFile(tmp_path / "model.keras", "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("config.json", json.dumps(config))
+
+    def lint(*args, stdin=None):
+        return subprocess.run([sys.executable, "-m", "cliplint", "--output-format", "json", *args], cwd=tmp_path,
+                              input=stdin, capture_output=True, timeout=300)
+
+    on_disk = lint("model.keras")
+    piped = lint("-", "--stdin-filename", "model.keras", stdin=(tmp_path / "model.keras").read_bytes())
+    assert [r["code"] for r in json.loads(piped.stdout)] == ["CL001"]
+    assert json.loads(piped.stdout) == json.loads(on_disk.stdout)
 
 
 CONFIG_MATCHING = """\

@@ -239,3 +239,149 @@ def test_pre_commit_hook_with_zero_files(hook_repo):
     result = _try_repo(repo, env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Skipped" in result.stdout
+
+
+# --- links from one place, outputs useful without them (issue 17, item 9) ----------------------
+
+def _project_urls():
+    import tomllib  # Python 3.11+; the test extras run there
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]
+
+
+def test_every_link_comes_from_the_project_urls(project, run_cli):
+    urls = _project_urls()
+    documentation = urls["Documentation"].rstrip("/")
+    records = json.loads(run_cli("--output-format", "json", ".", cwd=project).stdout)
+    assert records and all(r["url"] == f"{documentation}/{r['code']}.md" for r in records)
+    driver = json.loads(run_cli("--output-format", "sarif", ".", cwd=project).stdout)["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == urls["Homepage"]
+    for rule in driver["rules"]:
+        page = "README.md" if rule["id"] == "CL000" else f"{rule['id']}.md"
+        assert rule["helpUri"] == f"{documentation}/{page}"
+        assert (ROOT / "rules" / page).is_file()  # the page the link names is in the published folder
+
+
+def test_the_fallback_urls_are_the_project_urls(monkeypatch):
+    from cliplint.report import links
+
+    assert links.FALLBACK == {label: _project_urls()[label] for label in links.FALLBACK}
+
+    def not_installed(name):
+        raise links.PackageNotFoundError(name)
+
+    monkeypatch.setattr(links, "metadata", not_installed)
+    links.project_urls.cache_clear()
+    try:
+        assert links.rule_url("CL004") == f"{_project_urls()['Documentation']}/CL004.md"
+    finally:
+        links.project_urls.cache_clear()
+
+
+def test_sarif_carries_each_rules_whole_page(project, run_cli):
+    driver = json.loads(run_cli("--output-format", "sarif", ".", cwd=project).stdout)["runs"][0]["tool"]["driver"]
+    rules = {rule["id"]: rule for rule in driver["rules"]}
+    for code in ("CL000", "CL003", "CL010"):
+        explained = run_cli("explain", code).stdout
+        assert rules[code]["help"]["markdown"].strip() == explained.strip()
+    for code, rule in rules.items():
+        text = rule["help"]["text"]
+        assert "```" not in text and not text.startswith("#") and len(text) > 200, code
+    assert "Why is this bad?" in rules["CL010"]["help"]["text"] and "Use instead" in rules["CL010"]["help"]["text"]
+
+
+def test_text_output_says_how_to_read_about_a_rule(project, run_cli):
+    lines = run_cli(".", cwd=project).stdout.splitlines()
+    assert lines[-1] == "`cliplint explain CODE` prints a rule's documentation (e.g. `cliplint explain CL001`)."
+    assert "cliplint explain" not in run_cli("good.py", cwd=project).stdout  # nothing to explain
+
+
+# --- the README's pre-commit snippet, verbatim (item 10) ---------------------------------------
+
+def _readme_pre_commit_snippet():
+    readme = (ROOT / "README.md").read_text()
+    match = re.search(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", readme, re.S)
+    assert match, "README has no .pre-commit-config.yaml snippet"
+    return match.group(1)
+
+
+def _git(*args, cwd=ROOT):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_readme_pre_commit_pin_resolves_in_this_repository():
+    snippet = _readme_pre_commit_snippet()
+    repo = re.search(r"^\s*- repo: (\S+)$", snippet, re.M).group(1)
+    rev = re.search(r"^\s*rev: (\S+)", snippet, re.M).group(1)
+    assert repo == _project_urls()["Homepage"]
+    assert re.fullmatch(r"[0-9a-f]{40}", rev), f"pin a commit SHA, not {rev!r}"
+    if shutil.which("git") is None or _git("rev-parse", "--git-dir").returncode != 0:
+        pytest.skip("not a git checkout")
+    if _git("cat-file", "-e", f"{rev}^{{commit}}").returncode != 0:
+        pytest.skip(f"{rev} is not in this clone (shallow?)")
+    assert _git("merge-base", "--is-ancestor", rev, "HEAD").returncode == 0, "the pin is not in this branch's history"
+    hooks = _git("show", f"{rev}:.pre-commit-hooks.yaml").stdout
+    for hook in re.findall(r"^\s*#?\s*- id: (\S+)", snippet, re.M):
+        assert f"- id: {hook}\n" in hooks, f"{hook} is not a hook at {rev}"
+
+
+NOTEBOOK = json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": BAD}]})
+CONFIG = "optimizer:\n  class_name: Adam\n  config:\n    clipnorm: 1.0\n    clipvalue: 0.5\n"
+
+
+@pytest.fixture(scope="module")
+def snippet_repo(tmp_path_factory):
+    """A user's repository with the README's snippet as its .pre-commit-config.yaml, pointing at
+    this repository's committed HEAD (pre-commit installs what is committed)."""
+    if shutil.which("git") is None or shutil.which("pre-commit") is None:
+        pytest.skip("needs git and pre-commit")
+    head = _git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    snippet = _readme_pre_commit_snippet()
+    rev = re.search(r"^\s*rev: (\S+)", snippet, re.M).group(1)
+    local = snippet.replace(_project_urls()["Homepage"], str(ROOT)).replace(rev, head.stdout.strip())
+    repo = tmp_path_factory.mktemp("snippet-user")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre-commit-home")),
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True, env=env)
+    (repo / ".pre-commit-config.yaml").write_text(local)
+    for name, text in (("bad_train.py", BAD), ("good_train.py", GOOD), ("explore.ipynb", NOTEBOOK),
+                       ("exp.yaml", CONFIG), ("README.md", "clipnorm clipvalue\n")):
+        (repo / name).write_text(text)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True, env=env)
+    return repo, env, rev
+
+
+def _pre_commit(repo, env, *args):
+    return subprocess.run(["pre-commit", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_readme_pre_commit_snippet_runs_as_written(snippet_repo):
+    repo, env, _ = snippet_repo
+    result = _pre_commit(repo, env, "run", "--all-files")
+    assert result.returncode == 1, result.stdout + result.stderr
+    reported = result.stdout
+    assert "bad_train.py:2:7: CL001" in reported
+    assert "explore.ipynb:cell 1:2:7: CL001" in reported  # notebooks
+    assert "exp.yaml:5:5: CL001" in reported  # training configs
+    assert "good_train.py" not in reported and "README.md" not in reported
+    good = _pre_commit(repo, env, "run", "--files", "good_train.py")
+    assert good.returncode == 0 and "Passed" in good.stdout, good.stdout + good.stderr
+
+
+def test_pre_commit_autoupdate_moves_the_pin_as_the_readme_says(snippet_repo):
+    repo, env, rev = snippet_repo
+    if _git("tag").stdout.strip():
+        pytest.skip("with release tags, autoupdate pins the newest tag")
+    config = repo / ".pre-commit-config.yaml"
+    original = config.read_text()
+    head = _git("rev-parse", "HEAD").stdout.strip()
+    try:
+        config.write_text(original.replace(head, rev))  # the README's own pin, an older commit
+        result = _pre_commit(repo, env, "autoupdate")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"rev: {head}" in config.read_text()  # no tag: the newest commit, as a SHA
+    finally:
+        config.write_text(original)
