@@ -614,3 +614,15 @@ def test_cl010_evidence_names_what_ran(tmp_path, run_cli):
     assert "`categorical_crossentropy(..., from_logits=True)`" in verdicts[6]["evidence"]
     assert "`CategoricalCrossentropy`" in verdicts[9]["evidence"]
     assert not any("stood in" in a for v in verdicts.values() for a in v["assumptions"])
+
+
+def test_cl010_fixes_are_verified_on_the_fixed_code(tmp_path, run_cli):
+    """The probe reads what the flagged line passes: after `--fix` drops `from_logits=True`,
+    the same probe no longer reproduces the problem."""
+    pytest.importorskip("tensorflow")
+    write(tmp_path, "a.py", CL010_SHAPES)
+    result = run_cli("--diff", "--unsafe-fixes", "--verify", "--select", "CL010", "a.py")
+    notes = [line for line in result.stdout.splitlines() if line.startswith("a.py:")]
+    assert [note.split(":")[1] for note in notes] == ["6", "9"]
+    assert all(": CL010 fixed and verified: " in note for note in notes), notes
+    assert "`categorical_crossentropy(..., from_logits=False)`" in notes[0]

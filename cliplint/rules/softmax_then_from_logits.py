@@ -142,7 +142,7 @@ class SoftmaxThenFromLogits(Rule):
             kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 99, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
             kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"
-            probe = {"function": name.rsplit(".", 1)[-1]}
+            probe = {"function": name.rsplit(".", 1)[-1], "call": ctx.flow.snippet(call)}
         else:
             kind = self._from_logits(ctx, call.func) if isinstance(call.func, cst.Name) else None
             predictions, what = (arg(call, 1, "y_pred") if kind else None), "the predictions"

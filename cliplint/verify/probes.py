@@ -744,11 +744,24 @@ def _loss_used(probe: dict, default_class: str, assumptions: List[str]):
         return (lambda labels, logits: tf.reduce_mean(function(labels=labels, logits=logits)),
                 f"{TF} `tf.nn.{op}`", op.startswith("sparse_"))
     if probe.get("function") in LOSS_FUNCTIONS:
-        function = getattr(KERAS.losses, probe["function"])
-        return (lambda labels, predictions: tf.reduce_mean(function(labels, predictions, from_logits=True)),
-                f"{FLAVOUR} `{probe['function']}(..., from_logits=True)`", probe["function"].startswith("sparse_"))
+        function, from_logits = getattr(KERAS.losses, probe["function"]), _from_logits_in(probe["call"])
+        return (lambda labels, predictions: tf.reduce_mean(function(labels, predictions, from_logits=from_logits)),
+                f"{FLAVOUR} `{probe['function']}(..., from_logits={from_logits})`",
+                probe["function"].startswith("sparse_"))
     loss = _user_loss(probe, default_class, assumptions)
     return loss, f"{FLAVOUR} `{type(loss).__name__}`", "Sparse" in type(loss).__name__
+
+
+def _from_logits_in(snippet: dict) -> bool:
+    """The `from_logits` the flagged call passes (a literal or a known local constant); after
+    `--fix` drops it, False."""
+    call = ast.parse(snippet["code"].strip(), mode="eval").body
+    for keyword in getattr(call, "keywords", ()):
+        if keyword.arg == "from_logits":
+            if isinstance(keyword.value, ast.Name):
+                return snippet.get("constants", {}).get(keyword.value.id, True) is True
+            return not isinstance(keyword.value, ast.Constant) or keyword.value.value is True
+    return False
 
 
 def probe_double_activation(probe: dict) -> dict:
