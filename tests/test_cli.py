@@ -622,7 +622,7 @@ def test_cl010_fixes_are_verified_on_the_fixed_code(tmp_path, run_cli):
     pytest.importorskip("tensorflow")
     write(tmp_path, "a.py", CL010_SHAPES)
     result = run_cli("--diff", "--unsafe-fixes", "--verify", "--select", "CL010", "a.py")
-    notes = [line for line in result.stdout.splitlines() if line.startswith("a.py:")]
+    notes = [line for line in result.stderr.splitlines() if line.startswith("a.py:")]
     assert [note.split(":")[1] for note in notes] == ["6", "9"]
     assert all(": CL010 fixed and verified: " in note for note in notes), notes
     assert "`categorical_crossentropy(..., from_logits=False)`" in notes[0]
