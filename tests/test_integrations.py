@@ -373,8 +373,8 @@ def test_readme_pre_commit_snippet_runs_as_written(snippet_repo):
 
 def test_pre_commit_autoupdate_moves_the_pin_as_the_readme_says(snippet_repo):
     repo, env, rev = snippet_repo
-    if _git("tag").stdout.strip():
-        pytest.skip("with release tags, autoupdate pins the newest tag")
+    if _git("tag", "--merged", "HEAD").stdout.strip():
+        pytest.skip("with a tag in the history, autoupdate pins the newest tag")
     config = repo / ".pre-commit-config.yaml"
     original = config.read_text()
     head = _git("rev-parse", "HEAD").stdout.strip()
