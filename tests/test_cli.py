@@ -626,3 +626,38 @@ def test_cl010_fixes_are_verified_on_the_fixed_code(tmp_path, run_cli):
     assert [note.split(":")[1] for note in notes] == ["6", "9"]
     assert all(": CL010 fixed and verified: " in note for note in notes), notes
     assert "`categorical_crossentropy(..., from_logits=False)`" in notes[0]
+
+
+def _readme_selection_rows():
+    readme = (FIXTURES.parent / "README.md").read_text()
+    section = readme.split("### Which rules run", 1)[1].split("\n## ", 1)[0]
+    table = section.split("|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines()]
+    assert len(rows) >= 5
+    return [tuple(cell.strip() for cell in row) for row in rows]
+
+
+def _codes_named(cell):
+    """`CL000, CL002...CL010 (why)` -> the set of codes; `none` -> empty."""
+    codes = set()
+    for part in cell.split(" (")[0].split(", "):
+        if part == "none":
+            continue
+        first, _, last = part.partition("...")
+        codes.update(f"CL{n:03d}" for n in range(int(first[2:]), int((last or first)[2:]) + 1))
+    return codes
+
+
+@pytest.mark.parametrize("config, flags, rules", _readme_selection_rows())
+def test_the_readme_precedence_table_holds(tmp_path, monkeypatch, config, flags, rules):
+    from cliplint.settings import Config, Overrides
+
+    settings = "\n".join(part.strip("`") for part in config.split("`, `"))
+    write(tmp_path, "pyproject.toml", f"[tool.cliplint]\n{settings}\n")
+    cli = {"select": None, "extend_select": [], "ignore": []}
+    for flag, value in zip(flags.strip("`").split()[::2], flags.strip("`").split()[1::2]):
+        key = flag.lstrip("-").replace("-", "_")
+        cli[key] = value.split(",") if key == "select" else [*cli[key], *value.split(",")]
+    monkeypatch.chdir(tmp_path)
+    enabled = Config(Overrides(**cli)).for_path(str(tmp_path / "a.py")).enabled_codes(str(tmp_path / "a.py"))
+    assert set(enabled) == _codes_named(rules)
