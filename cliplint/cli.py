@@ -35,9 +35,10 @@ class DefaultToCheck(click.Group):
         return super().parse_args(ctx, args)
 
     def _refuse_mistyped_command(self, ctx, word: str) -> None:
-        """`cliplint chek .` is a typo, not a missing file to report while linting `.`."""
+        """`cliplint chek .` is a typo, not a missing file to report while linting `.`; a word
+        with a dot or a slash (`check.py`) is a path, as no command has one."""
         close = difflib.get_close_matches(word, list(self.commands), n=1)
-        if close and not os.path.lexists(word):
+        if close and not os.path.lexists(word) and not any(mark in word for mark in "./" + os.sep):
             ctx.fail(f"`{word}` is neither a command nor an existing path; did you mean `{close[0]}`?")
 
     def invoke(self, ctx):

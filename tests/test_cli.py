@@ -483,8 +483,9 @@ def test_an_existing_path_close_to_a_command_is_linted(tmp_path, run_cli):
     write(tmp_path, "chek", BAD)  # a file that happens to look like a typo of `check`
     result = run_cli("chek")
     assert result.returncode == 1 and result.stdout.startswith("chek:2:7: CL001")
-    result = run_cli("missing.py")  # far from every command: a missing path, as before
-    assert result.returncode == 1 and "missing.py:1:1: CL000" in result.stdout
+    for missing in ("missing.py", "check.py", "rules/"):  # far from every command, or path-like: a missing path
+        result = run_cli(missing)
+        assert result.returncode == 1 and f"{missing.rstrip('/')}:1:1: CL000" in result.stdout, result.stderr
 
 
 # --- rule selection, ruff's precedence (item 6) ------------------------------------------------
