@@ -552,7 +552,8 @@ def test_warnings_when_nothing_is_selected_or_the_configuration_removes_a_named_
 
 @pytest.mark.parametrize("flags", [["--verify-timeout", "-1"], ["--verify-timeout", "0"],
                                    ["--verify-timeout", "nan"], ["--verify-timeout", "inf"],
-                                   ["--verify-timeout", "soon"], ["--jobs", "-1"], ["--jobs", "1.5"]])
+                                   ["--verify-timeout", "soon"], ["--verify-budget", "-5"],
+                                   ["--verify-budget", "nan"], ["--jobs", "-1"], ["--jobs", "1.5"]])
 def test_numeric_options_out_of_range_are_usage_errors(tmp_path, run_cli, flags):
     write(tmp_path, "a.py", BAD)
     result = run_cli(*flags, "--verify", "a.py")
