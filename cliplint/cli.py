@@ -142,7 +142,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         if verify:
             from .verify import verify_findings
 
-            result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget)
+            result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
+                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty())
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)

@@ -75,6 +75,8 @@ def constant(flow, expr: Optional[cst.BaseExpression], depth: int = 0):
         return expr.evaluated_value
     if isinstance(expr, cst.Dict):
         return _dict_constant(flow, expr, depth)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        return _dict_call_constant(flow, expr, depth)
     if isinstance(expr, cst.Name):
         if expr.value in ("None", "True", "False"):
             return {"None": None, "True": True, "False": False}[expr.value]
@@ -98,6 +100,17 @@ def _dict_constant(flow, expr: cst.Dict, depth: int):
         if not isinstance(key, str) or value is UNKNOWN:
             return UNKNOWN
         found[key] = value
+    return found
+
+
+def _dict_call_constant(flow, expr: cst.Call, depth: int):
+    """`dict(clipnorm=1.0, clipvalue=0.5)`: keyword arguments only, each a literal."""
+    found = {}
+    for argument in expr.args:
+        value = constant(flow, argument.value, depth + 1)
+        if argument.keyword is None or argument.star or value is UNKNOWN:
+            return UNKNOWN
+        found[argument.keyword.value] = value
     return found
 
 

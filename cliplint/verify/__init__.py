@@ -27,6 +27,8 @@ from ..settings import ConfigError
 from . import sandbox
 from .channel import authentic
 from .payload import prepare
+from .progress import Progress
+from .verdicts import VerdictCache
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine
 DEFAULT_BUDGET = 600.0
@@ -56,10 +58,13 @@ class WorkerFailed(Exception):
 class Worker:
     """One verifier subprocess in its own process group, and the authenticated line protocol."""
 
-    def __init__(self, folder: str, unchecked: bool, ready_timeout: float = READY_TIMEOUT) -> None:
+    def __init__(self, folder: str, unchecked: bool, ready_timeout: float = READY_TIMEOUT,
+                 legacy: Optional[bool] = None) -> None:
+        """`legacy`: run tf-keras (True) or Keras 3 (False) whatever TF_USE_LEGACY_KERAS says (the
+        second flavour's worker); None keeps the user's setting."""
         self.key = os.urandom(32)
         self.sent = 0
-        self.log = open(os.path.join(folder, "worker.log"), "wb")
+        self.log = open(os.path.join(folder, "worker.log" if legacy is None else f"worker-{legacy}.log"), "wb")
         key_read, key_write = os.pipe()
         memory = int(os.environ.get("CLIPLINT_VERIFY_MEMORY", str(MEMORY_LIMIT)))
         command = [sys.executable, "-m", "cliplint.verify.worker", "--key-fd", str(key_read),
@@ -67,7 +72,8 @@ class Worker:
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=folder,
-                env={**sandbox.scrubbed_environment(folder), **_import_path()}, pass_fds=(key_read,),
+                env={**sandbox.scrubbed_environment(folder), **_import_path(), **_flavour(legacy)},
+                pass_fds=(key_read,),
                 start_new_session=True)
         finally:
             os.close(key_read)
@@ -144,6 +150,10 @@ def printable(text) -> str:
     return "".join(c if c.isprintable() else " " for c in str(text))[:MAX_TEXT]
 
 
+def _flavour(legacy: Optional[bool]) -> Dict[str, str]:
+    return {} if legacy is None else {"TF_USE_LEGACY_KERAS": "1" if legacy else "0"}
+
+
 def _import_path() -> Dict[str, str]:
     """Where the worker finds cliplint when it is not installed (run from a checkout)."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -175,19 +185,25 @@ def _alive(pid: int) -> bool:
 
 
 class Session:
-    """Verifies findings one by one within a budget; identical probes run once."""
+    """Verifies findings one by one within a budget; identical probes run once, and verdicts are
+    reused from the cache (`verdicts.VerdictCache`) without starting TensorFlow. A probe whose
+    outcome depends on the Keras flavour (one refuses legacy code the other runs) is asked of a
+    second worker running the other flavour, under the same lock-down, and both are reported."""
 
-    def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET) -> None:
+    def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET, cache_folder: Optional[str] = None) -> None:
         self.timeout = timeout
         self.deadline = time.monotonic() + budget
         remove_stale_folders()
         self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         self.worker: Optional[Worker] = None
+        self.other: Optional[Worker] = None  # the other Keras flavour, started only when needed
         self.versions: dict = {}
         self.layers: dict = {}
         self.unchecked = layer1_off()
         self.answers: Dict[str, dict] = {}
         self.failed = False
+        self.cache = None if cache_folder is None or self.unchecked else VerdictCache(cache_folder)
+        self.cache_hits = 0
 
     def verify(self, finding: Finding) -> dict:
         if finding.probe is None:
@@ -198,18 +214,35 @@ class Session:
         key = json.dumps(prepared, sort_keys=True, default=str)
         if key in self.answers:
             return self.answers[key]
+        cached = self.cache.get(key) if self.cache else None
+        if cached is not None:
+            self.cache_hits += 1
+            self.answers[key] = cached
+            return cached
         answer = self._run(prepared)
         if not self.failed:  # a worker that died may not be this probe's fault: a twin runs again
             self.answers[key] = answer
+            if self.cache and answer.pop("ran", False):
+                self.cache.put(key, answer)
+        answer.pop("ran", None)
         return answer
 
     def _run(self, probe: dict) -> dict:
+        answer = self._ask(probe, other=False)
+        if not answer.pop("other_flavour", False) or not other_flavour_installed():
+            return answer
+        second = self._ask(probe, other=True)
+        second.pop("other_flavour", None)
+        return both_flavours(answer, second)
+
+    def _ask(self, probe: dict, other: bool) -> dict:
+        """One worker's verdict on the probe; `ran` marks a verdict the worker reached (cacheable)."""
         self.failed = False
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._verdict("inconclusive", "verify budget spent")
         try:
-            worker = self._worker(remaining)
+            worker = self._other_worker(remaining) if other else self._worker(remaining)
         except TimeoutError:
             return self._verdict("inconclusive", "verify budget spent" if self._spent() else
                                  "TensorFlow could not be started: timed out")
@@ -220,17 +253,18 @@ class Session:
         try:
             answer = worker.ask(probe, limit)
         except TimeoutError:
-            self._discard()
+            self._discard(other)
             if limit < self.timeout:
                 return self._verdict("inconclusive", "verify budget spent")
             return self._verdict("inconclusive", f"the probe did not finish within {self.timeout:g} s; "
                                                  "the worker was stopped and a new one takes the rest")
         except (WorkerFailed, OSError, ValueError) as err:
-            self._discard()
+            self._discard(other)
             self.failed = True
             return self._verdict("inconclusive", f"{err}; a new worker takes the rest")
         return {**self._verdict(printable(answer["verdict"]), printable(answer["evidence"])),
-                "assumptions": [printable(a) for a in [*probe.get("notes", []), *answer.get("assumptions", [])]]}
+                "assumptions": [printable(a) for a in [*probe.get("notes", []), *answer.get("assumptions", [])]],
+                "other_flavour": bool(answer.get("other_flavour")), "ran": True}
 
     def _spent(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -242,17 +276,44 @@ class Session:
             self.layers = self.worker.info.get("layers", {})
         return self.worker
 
-    def _discard(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
+    def _other_worker(self, remaining: float) -> Worker:
+        if self.other is None:
+            legacy = self._worker(remaining).info.get("flavour") != "tf-keras"
+            self.other = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining), legacy=legacy)
+        return self.other
+
+    def _discard(self, other: bool = False) -> None:
+        worker = self.other if other else self.worker
+        if worker is not None:
+            worker.close()
+        if other:
+            self.other = None
+        else:
             self.worker = None
 
     def _verdict(self, verdict: str, evidence: str) -> dict:
         return {"verdict": verdict, "evidence": evidence, "assumptions": [], **self.versions}
 
     def close(self) -> None:
+        self._discard(other=True)
         self._discard()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def other_flavour_installed() -> bool:
+    """Both Keras flavours are importable: Keras 3 (`keras`) and tf-keras (`tf_keras`)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("keras", "tf_keras"))
+
+
+def both_flavours(first: dict, second: dict) -> dict:
+    """One verdict from the two flavours' answers: confirmed when either confirms, else the
+    conclusive one; the evidence names both outcomes (each starts with its flavour)."""
+    order = ("confirmed", "not-reproduced", "inconclusive", "skipped")
+    verdict = min(first["verdict"], second["verdict"], key=order.index)
+    evidence = f"{first['evidence']} | under the other Keras flavour: {second['verdict']}: {second['evidence']}"
+    assumptions = list(dict.fromkeys([*first["assumptions"], *second["assumptions"]]))
+    ran = first.get("ran", False) and second.get("ran", False)
+    return {**first, "verdict": verdict, "evidence": printable(evidence), "assumptions": assumptions, "ran": ran}
 
 
 def warn_missing_layers(layers: dict) -> None:
@@ -262,11 +323,22 @@ def warn_missing_layers(layers: dict) -> None:
               "See SECURITY.md for what still holds.", file=sys.stderr)
 
 
-def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: float = DEFAULT_BUDGET) -> List[Finding]:
-    session = Session(timeout, budget)
+def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: float = DEFAULT_BUDGET,
+                    cache_folder: Optional[str] = None, progress: bool = False) -> List[Finding]:
+    """Each finding with its verdict. `progress`: a status line on stderr (verified / total, elapsed)."""
+    session = Session(timeout, budget, cache_folder)
+    shown = Progress(len(findings)) if progress else None
+    verified = []
+    if shown:
+        shown.update(0)
     try:
-        verified = [replace(f, verification=session.verify(f)) for f in findings]
+        for finding in findings:
+            verified.append(replace(finding, verification=session.verify(finding)))
+            if shown:
+                shown.update(len(verified))
     finally:
+        if shown:
+            shown.clear()
         session.close()
     warn_missing_layers(session.layers)
     return verified

@@ -29,21 +29,36 @@ _TENSORFLOW = """
     nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
     nn.softmax_cross_entropy_with_logits nn.sparse_softmax_cross_entropy_with_logits
 """
-# TF 1 names, each by its own full name (issue 16 adds the rest of its shims here, one per line).
+# TF 1 names, each by its own full name: the ones a file importing `tensorflow.compat.v1 as tf`
+# uses, and the targets of the migration shim (`tf.log` gone from TF 2 runs as `tf.compat.v1.log`).
+# Only computation: no `gfile`, `py_func`, `Session`, `train.Saver`, summaries or queues.
 _TENSORFLOW_COMPAT_V1 = """
-    add_check_numerics_ops clip_by_norm clip_by_global_norm clip_by_value log nn.softmax reduce_sum
+    abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant convert_to_tensor
+    div divide exp expand_dims fill gather identity log log1p log_sigmoid matmul maximum minimum multiply
+    negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min reduce_sum reshape
+    sigmoid sqrt square squared_difference squeeze stack stop_gradient subtract tanh to_float where zeros
+    zeros_like float16 float32 float64 int32 int64 bool
+    add_check_numerics_ops batch_gather global_norm
+    math.exp math.log math.log1p math.log_sigmoid math.sigmoid math.softmax
+    nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
+    nn.softmax_cross_entropy_with_logits nn.softmax_cross_entropy_with_logits_v2
+    nn.sparse_softmax_cross_entropy_with_logits
+    train.AdagradOptimizer train.AdamOptimizer train.GradientDescentOptimizer train.MomentumOptimizer
+    train.RMSPropOptimizer
 """
 _KERAS = """
     Input Sequential
     activations.linear activations.relu activations.sigmoid activations.softmax
-    backend.clip backend.epsilon backend.log backend.mean backend.sigmoid backend.softmax backend.sum
+    backend.abs backend.binary_crossentropy backend.categorical_crossentropy backend.clip backend.epsilon
+    backend.exp backend.log backend.maximum backend.mean backend.minimum backend.sigmoid backend.softmax
+    backend.sqrt backend.square backend.stop_gradient backend.sum
     layers.Activation layers.Dense layers.Softmax
     losses.BinaryCrossentropy losses.CategoricalCrossentropy losses.MeanSquaredError
     losses.SparseCategoricalCrossentropy losses.binary_crossentropy losses.categorical_crossentropy
     losses.sparse_categorical_crossentropy
-    ops.abs ops.add ops.cast ops.clip ops.convert_to_tensor ops.divide ops.exp ops.log ops.log_sigmoid
-    ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum ops.multiply ops.sigmoid ops.softmax
-    ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
+    ops.abs ops.add ops.binary_crossentropy ops.cast ops.categorical_crossentropy ops.clip ops.convert_to_tensor
+    ops.divide ops.exp ops.log ops.log_sigmoid ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum
+    ops.multiply ops.sigmoid ops.softmax ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
     optimizers.Adadelta optimizers.Adafactor optimizers.Adagrad optimizers.Adam optimizers.AdamW
     optimizers.Adamax optimizers.Ftrl optimizers.Lamb optimizers.Lion optimizers.Muon optimizers.Nadam
     optimizers.RMSprop optimizers.SGD
@@ -56,12 +71,35 @@ _NUMPY = """
 """
 
 
+# The migration shim's stand-ins: a TF 1 / Keras 2 name that builds a graph input or a layer runs as
+# a function of the worker's own (`cliplint.shims.X`, in `probes.SHIMS`) that only computes:
+# a placeholder becomes a concrete tensor, `tf.layers.dense` a Keras `Dense` with the same activation.
+SHIMS = {
+    "tensorflow.placeholder": "cliplint.shims.placeholder",
+    "tensorflow.compat.v1.placeholder": "cliplint.shims.placeholder",
+    "keras.backend.placeholder": "cliplint.shims.placeholder",
+    "tensorflow.layers.dense": "cliplint.shims.dense",
+    "tensorflow.compat.v1.layers.dense": "cliplint.shims.dense",
+}
+SHIM_NOTES = {
+    "cliplint.shims.placeholder": "a concrete tensor of 0.5s with its dtype and shape (None dimensions as 2)",
+    "cliplint.shims.dense": "a Keras Dense layer with the same units and activation",
+}
+
+
 def _entries(root: str, names: str) -> frozenset:
     return frozenset(f"{root}.{name}" for name in names.split())
 
 
 SYMBOLS = (_entries("tensorflow", _TENSORFLOW) | _entries("tensorflow.compat.v1", _TENSORFLOW_COMPAT_V1)
-           | _entries("keras", _KERAS) | _entries("numpy", _NUMPY))
+           | _entries("keras", _KERAS) | _entries("numpy", _NUMPY) | frozenset(SHIMS.values()))
+
+# What standalone Keras 3 still has in `keras.backend` (of the allowlisted backend functions).
+KERAS3_BACKEND = frozenset({"epsilon"})
+
+# Keyword arguments of Keras 2 optimizers that Keras 3 (and tf-keras's new optimizers) refuse:
+# renamed (None: dropped; `decay` is a learning-rate decay by step count, which is 1 at the first step).
+LEGACY_OPTIMIZER_KEYWORDS = {"lr": "learning_rate", "decay": None}
 
 # Attributes a snippet may read on values (never on modules): variable lists, an optimizer's
 # clip options, a model's optimizer, list.append, and the shape of a tensor. Any other attribute
@@ -118,3 +156,23 @@ def entry(qualified: str) -> str:
 
 def allowed(qualified: str) -> bool:
     return entry(qualified) in SYMBOLS
+
+
+def migrated(qualified: str):
+    """The allowlisted name a TF 1 / Keras 2 name runs as (`tensorflow.log` ->
+    `tensorflow.compat.v1.log`, `tensorflow.placeholder` -> a shim), or None. Only names already on
+    the allowlist are targets: the shim opens nothing the allowlist does not list by name."""
+    name = entry(qualified)
+    if name in SHIMS:
+        return SHIMS[name]
+    if name.startswith("tensorflow.") and not name.startswith("tensorflow.compat."):
+        v1 = "tensorflow.compat.v1." + name[len("tensorflow."):]
+        return v1 if v1 in SYMBOLS else None
+    return None
+
+
+def legacy_backend(qualified: str) -> bool:
+    """`keras.backend.log` written against standalone Keras: Keras 3's `keras.backend` no longer has
+    it; the worker runs the legacy backend's function (`tf.keras.backend` / `tf_keras.backend`)."""
+    name = identifier(qualified)
+    return name.startswith("keras.backend.") and name[len("keras.backend."):] not in KERAS3_BACKEND

@@ -7,6 +7,10 @@ from typing import Union
 from .allowlist import SETTABLE, identifier
 from .rebuild import Refused, rebuild
 
+# Snippets a probe can do without: when layer 1 refuses one, the probe stands in for its value
+# (CL004: the softmax/sigmoid of stand-in logits for a producer built with `slim` or a model).
+OPTIONAL_SNIPPETS = {"source": "the probabilities' producer `{}` is not run ({}): the {} of stand-in logits stands in "
+                               "for its output"}
 # Fields the probes parse as a name or a `name.attribute` to bind their stand-ins to; never run.
 NAME_FIELDS = ("gradients", "variables", "result")
 
@@ -19,11 +23,23 @@ def prepare(probe: dict, unchecked: bool = False) -> Union[dict, str]:
     prepared: dict = {"notes": []}
     try:
         for field, value in probe.items():
-            prepared[field] = _field(field, value, prepared["notes"])
+            prepared[field] = _optional(field, value, probe, prepared["notes"])
     except Refused as refusal:
         return f"it uses {refusal}"
     prepared["notes"] = list(dict.fromkeys(prepared["notes"]))
     return prepared
+
+
+def _optional(field: str, value, probe: dict, notes: list):
+    try:
+        return _field(field, value, notes)
+    except Refused as refusal:
+        if field not in OPTIONAL_SNIPPETS or not _is_snippet(value):
+            raise
+        code = " ".join(str(value["code"]).split())
+        kind = str(probe.get("kind", "")).replace("1-", "")
+        notes.append(OPTIONAL_SNIPPETS[field].format(code[:60], f"it uses {refusal}", kind))
+        return None
 
 
 def _field(field: str, value, notes: list):

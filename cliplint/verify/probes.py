@@ -49,8 +49,11 @@ FLAVOUR = f"tf-keras {VERSIONS['keras']}" if LEGACY_KERAS else f"Keras {VERSIONS
 TF = f"TensorFlow {tf.__version__}"
 
 
-def verdict(kind: str, evidence: str, assumptions: List[str] = ()) -> dict:
-    return {"verdict": kind, "evidence": evidence, "assumptions": list(dict.fromkeys(assumptions))}
+def verdict(kind: str, evidence: str, assumptions: List[str] = (), other_flavour: bool = False) -> dict:
+    """`other_flavour`: this Keras flavour refused the code (a removed name, a legacy optimizer, an
+    argument it does not know, clip options it rejects): the parent asks the other flavour too."""
+    found = {"verdict": kind, "evidence": evidence, "assumptions": list(dict.fromkeys(assumptions))}
+    return {**found, "other_flavour": True} if other_flavour else found
 
 
 # --- executing snippets -------------------------------------------------------------------
@@ -88,13 +91,48 @@ def resolve(qualified: str):
     Keras flavour; the worker refuses any other name, whatever the parent sent."""
     if not (UNCHECKED or allowed(qualified)):
         raise Refusal(f"`{qualified}` is not on the verifier's allowlist")
-    root, _, rest = entry(qualified).partition(".")
+    name = entry(qualified)
+    return SHIMS[name] if name in SHIMS else _lookup(name)
+
+
+def _lookup(name: str):
+    root, _, rest = name.partition(".")
     obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
     for part in filter(None, rest.split(".")):
         if not hasattr(obj, part):
             raise MissingSymbol(f"module '{getattr(obj, '__name__', root)}' has no attribute '{part}'")
         obj = getattr(obj, part)
     return obj
+
+
+# --- the migration shim's stand-ins (allowlist.SHIMS) -----------------------------------------
+
+PLACEHOLDER_FILL = 0.5
+
+
+def placeholder(*args, **keywords):
+    """`tf.placeholder(dtype, shape)` / `K.placeholder(shape=..., ndim=..., dtype=...)`: a concrete
+    tensor of 0.5s of that dtype and shape, None dimensions as 2."""
+    dtype = keywords.get("dtype", next((a for a in args if isinstance(a, (tf.DType, str))), tf.float32))
+    shape = keywords.get("shape", next((a for a in args if isinstance(a, (list, tuple))), None))
+    if shape is None:
+        shape = [None] * int(keywords.get("ndim") or 0)
+    dims = [2 if d is None else int(d) for d in shape]
+    return tf.cast(tf.fill(dims, PLACEHOLDER_FILL), tf.as_dtype(dtype or tf.float32))
+
+
+def dense(inputs, units, activation=None, use_bias=True, **_ignored):
+    """`tf.layers.dense(inputs, units, activation)`: a Keras Dense layer with the same units and
+    activation (seeded initial weights), applied to the inputs as a batch."""
+    inputs = tf.convert_to_tensor(inputs, tf.float32)
+    if inputs.shape.rank < 2:
+        inputs = tf.reshape(inputs, [1, -1])
+    layer = KERAS.layers.Dense(int(units), activation=activation, use_bias=bool(use_bias),
+                               kernel_initializer=KERAS.initializers.GlorotUniform(seed=0))
+    return layer(inputs)
+
+
+SHIMS = {"cliplint.shims.placeholder": placeholder, "cliplint.shims.dense": dense}
 
 
 def _tree(code: str) -> ast.Module:
@@ -170,9 +208,11 @@ def evaluate(node: ast.AST, ns: dict):
 
 
 def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
+    """The placeholder numbers an expression uses (a stand-in a probe bound to a value of its role
+    was listed by that probe)."""
     stand_ins, assumptions = ns.get(STAND_INS, ({}, []))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in stand_ins:
+        if isinstance(node, ast.Name) and node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
             assumptions.append(f"`{stand_ins[node.id]}` = {PLACEHOLDER} (placeholder)")
 
 
@@ -288,11 +328,12 @@ def _build_optimizer(probe: dict, assumptions: List[str]):
         return execute(probe["call"]["code"], namespace(probe["call"], {}, assumptions))
     except ValueError as err:
         if any(option in str(err) for option in CLIP_OPTIONS):
-            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
-        return verdict("inconclusive", f"{FLAVOUR} raises an unrelated {kind_of(err)}", assumptions)
+            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions, other_flavour=True)
+        return verdict("inconclusive", f"{FLAVOUR} raises an unrelated {kind_of(err)}", assumptions,
+                       other_flavour=True)
     except ImportError as err:
-        return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({kind_of(err)}); "
-                                       "run with the Keras flavour the code targets", assumptions)
+        return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer ({kind_of(err)})", assumptions,
+                       other_flavour=True)
 
 
 def probe_construct(probe: dict) -> dict:
@@ -469,25 +510,69 @@ class _Replace(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+# The class the stand-in logits make least likely: where a picked probability underflows.
+LEAST_LIKELY = {"softmax": 2, "sigmoid": 0, "1-sigmoid": 0}
+
+
 def _probabilities(probe: dict, logits, assumptions: List[str]):
-    """The user's softmax/sigmoid call applied to stand-in logits (its own keyword arguments kept)."""
+    """The user's softmax/sigmoid call applied to stand-in logits (its own keyword arguments kept);
+    for a layer that ends in that activation (`tf.layers.dense(..., activation=tf.nn.softmax)`,
+    `Dense(n, activation="softmax")`), its activation applied to the stand-in logits."""
     kind = probe["kind"].replace("1-", "")
     source = probe.get("source")
     if source is None:
         assumptions.append(f"the {kind} output is stood in by the {kind} of stand-in logits")
         return STAND_IN_LOGITS[probe["kind"]][1](logits)
     call = _tree(source["code"]).body[0].value
-    ns = namespace(source, {}, assumptions)
+    ns = namespace(source, {}, assumptions, default=PLACEHOLDER)  # its input is replaced: no assumption
     function = evaluate(call.func, ns)
+    activation = _layer_activation(function, call, ns)
+    if activation is not None:
+        assumptions.append(f"the output of `{as_written(call.func, source)}` before its activation is the "
+                           "stand-in logits")
+        return activation(logits)
     keywords = {kw.arg: evaluate(kw.value, ns) for kw in call.keywords if kw.arg}
     assumptions.append(f"the input of `{as_written(call.func, source)}` is the stand-in logits")
     return function(logits, **keywords)
 
 
-def _unknown_names(snippet: dict) -> List[str]:
-    """The names a snippet reads that are neither imported, constant, allowlisted nor stood in for."""
+def _layer_activation(function, call: ast.Call, ns: dict):
+    """The activation a layer call ends in, or None when `function` is the activation itself."""
+    if function is dense:
+        given = next((kw.value for kw in call.keywords if kw.arg == "activation"),
+                     call.args[2] if len(call.args) > 2 else None)
+        activation = evaluate(given, ns) if given is not None else None
+    elif isinstance(function, KERAS.layers.Layer):
+        activation = getattr(function, "activation", None)
+    else:
+        return None
+    return KERAS.activations.get(activation) if activation is not None else KERAS.activations.linear
+
+
+def _roles(tree: ast.AST, unknown: List[str]):
+    """The unknown names of a log expression split into indices (inside a subscript's brackets:
+    `self.a` in `self.acts_prob[0, self.a]`) and values."""
+    indices = {n.id for sub in ast.walk(tree) if isinstance(sub, ast.Subscript)
+               for n in ast.walk(sub.slice) if isinstance(n, ast.Name)}
+    return [n for n in unknown if n in indices], [n for n in unknown if n not in indices]
+
+
+UNPADDED = ("your code pads or clips the probabilities between the activation and the log: that step is not "
+            "replayed, the log's input is the activation's output itself")
+
+
+def _pads(tree: ast.AST) -> bool:
+    """Whether the log expression itself pads (`+ 1e-8`) or clips its input (then it is replayed)."""
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)) or isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Name) and n.func.id.endswith(("clip_by_value", "clip", "maximum"))
+               for n in ast.walk(tree))
+
+
+def _unknown_names(snippet: dict, stand_ins_known: bool = True) -> List[str]:
+    """The names a snippet reads that are neither imported, constant, allowlisted nor (unless
+    `stand_ins_known` is False) stood in for."""
     known = {**snippet.get("imports", {}), **snippet.get("constants", {}), **snippet.get("symbols", {}),
-             **snippet.get("stand_ins", {})}
+             **(snippet.get("stand_ins", {}) if stand_ins_known else {})}
     return [n for n in free_names(snippet["code"]) if n not in known]
 
 
@@ -506,11 +591,19 @@ def _log_value(probe: dict, logits, assumptions: List[str]):
         if replacer.found:
             code = ast.unparse(tree)
             return execute(code, namespace({**log, "code": code}, {"probabilities_": probabilities}, assumptions))
-    unknown = _unknown_names(log)
-    if len(unknown) > 1:
-        assumptions.append(f"evaluated the log of the probabilities directly: {', '.join(unknown)} are not known")
+    indices, values = _roles(tree, _unknown_names(log, stand_ins_known=False))
+    if len(values) > 1:
+        assumptions.append(f"evaluated the log of the probabilities directly: {', '.join(values)} are not known")
         return tf.math.log(probabilities)
-    return execute(log["code"], namespace(log, {n: probabilities for n in unknown}, assumptions))
+    bound = {n: probabilities for n in values}
+    bound.update({n: LEAST_LIKELY[probe["kind"]] for n in indices})
+    if values and probe.get("padded") and not _pads(tree):
+        assumptions.append(UNPADDED)
+    texts = log.get("stand_ins", {})
+    assumptions.extend(f"`{texts.get(n, n)}` is the {probe['kind'].replace('1-', '')} output" for n in values)
+    assumptions.extend(f"`{texts.get(n, n)}` picks the class the stand-in logits make least likely "
+                       f"({LEAST_LIKELY[probe['kind']]})" for n in indices)
+    return execute(log["code"], namespace(log, bound, assumptions))
 
 
 def probe_log_softmax(probe: dict) -> dict:
@@ -528,6 +621,8 @@ def probe_log_softmax(probe: dict) -> dict:
     value, expected = np.asarray(value), np.asarray(expected)
     grad = np.zeros_like(values) if grad is None else np.asarray(grad)
     mine, theirs = shown(value), shown(expected)
+    if UNPADDED in assumptions:
+        mine += " (without your padding, not replayed)"
     if not np.all(np.isfinite(value)) or not np.all(np.isfinite(grad)):
         nan_grad = "and its gradient is NaN" if not np.all(np.isfinite(grad)) else "and its gradient is finite"
         return verdict("confirmed", f"{TF}: your expression gives {mine} {nan_grad}; {reference_name} gives "
@@ -683,30 +778,57 @@ def probe_threshold(probe: dict) -> dict:
         except ValueError as err:
             return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
         except ImportError as err:
-            return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer here ({kind_of(err)})",
-                           assumptions)
+            return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer ({kind_of(err)})",
+                           assumptions, other_flavour=True)
         options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
         described = ", ".join(f"{k}={v:g}" for k, v in options.items() if v is not None)
         return judge_threshold(optimizer, described, assumptions)
     tree = _tree(call["code"]).body[0].value
+    before, whose = _clipped_tensor(probe, call, tree, assumptions)
+    stand_in = [before] if "global_norm" in call["code"] else before
     tensor = tree.args[0] if tree.args else None
-    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == "value" else tf.constant([3.0, -4.0])
-    if "global_norm" in call["code"]:
-        stand_in = [stand_in]
     bound = {tensor.id: stand_in} if isinstance(tensor, ast.Name) else {}
-    assumptions.append(f"the clipped tensor is {shown(stand_in[0] if isinstance(stand_in, list) else stand_in)}")
     result = execute(call["code"], namespace(call, bound, assumptions))
     if isinstance(result, tuple):
         result = result[0][0]
-    before, after = np.asarray(stand_in[0] if isinstance(stand_in, list) else stand_in), np.asarray(result)
-    if probe["kind"] == "value" and np.allclose(after, after.reshape(-1)[0]):
-        return verdict("confirmed", f"{TF}: {shown(before)} became {shown(after)}: every element is the minimum",
-                       assumptions)
+    before, after = np.asarray(before), np.asarray(result)
+    flattened = after.size > 1 and np.allclose(after, after.reshape(-1)[0])
+    if probe["kind"] == "value" and (flattened or _inverted_bounds(tree, call, assumptions)):
+        return verdict("confirmed", f"{TF}: {whose} {shown(before)} became {shown(after)}: the minimum is above the "
+                                    "maximum, so every element becomes the same value", assumptions)
     if np.allclose(after, 0.0):
-        return verdict("confirmed", f"{TF}: {shown(before)} became {shown(after)}: the tensor is zeroed", assumptions)
+        return verdict("confirmed", f"{TF}: {whose} {shown(before)} became {shown(after)}: the tensor is zeroed",
+                       assumptions)
     if np.allclose(after, before):
-        return verdict("confirmed", f"{TF}: {shown(before)} came back unchanged: nothing is clipped", assumptions)
-    return verdict("not-reproduced", f"{TF}: {shown(before)} became {shown(after)}", assumptions)
+        return verdict("confirmed", f"{TF}: {whose} {shown(before)} came back unchanged: nothing is clipped",
+                       assumptions)
+    return verdict("not-reproduced", f"{TF}: {whose} {shown(before)} became {shown(after)}", assumptions)
+
+
+def _clipped_tensor(probe: dict, call: dict, tree: ast.Call, assumptions: List[str]):
+    """(the tensor to clip, how the evidence names it): the user's own when it is written with
+    literals only (`tf.constant([1.0])`), else a stand-in listed in the assumptions."""
+    tensor = tree.args[0] if tree.args else None
+    known = {**call.get("symbols", {}), **call.get("constants", {})}
+    if tensor is not None and not isinstance(tensor, ast.Name) \
+            and all(n in known for n in free_names(ast.unparse(tensor))):
+        value = evaluate(tensor, namespace(call, {}, assumptions))
+        value = value[0] if isinstance(value, (list, tuple)) else value
+        symbols = call.get("symbols", {})
+        shimmed = any(symbols.get(n.id, "") in SHIMS for n in ast.walk(tensor) if isinstance(n, ast.Name))
+        return tf.convert_to_tensor(value, tf.float32), "the placeholder's stand-in" if shimmed else "your tensor"
+    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == "value" else tf.constant([3.0, -4.0])
+    assumptions.append(f"the clipped tensor is stood in by {shown(stand_in)}")
+    return stand_in, "the stand-in tensor"
+
+
+def _inverted_bounds(tree: ast.Call, call: dict, assumptions: List[str]) -> bool:
+    """clip_by_value(t, low, high) with literal bounds and low > high."""
+    bounds = tree.args[1:3]
+    if len(bounds) < 2 or not all(isinstance(b, (ast.Constant, ast.UnaryOp)) for b in bounds):
+        return False
+    low, high = (float(evaluate(b, namespace(call, {}, assumptions))) for b in bounds)
+    return low > high
 
 
 # --- CL010 ----------------------------------------------------------------------------------
@@ -853,7 +975,7 @@ def run(probe: dict) -> dict:
         return handler(probe)
     except MissingSymbol as err:
         return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
-                                       f"{first_line(err)}")
+                                       f"{first_line(err)}", other_flavour="keras" in str(err))
     except Refusal as err:
         return verdict("skipped", f"not executed: {err}")
     except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:

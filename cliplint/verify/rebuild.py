@@ -23,7 +23,20 @@ import builtins
 import textwrap
 from typing import Dict, List, Optional, Tuple
 
-from .allowlist import ATTRIBUTES, BUILTINS, DROPPED_KEYWORDS, SETTABLE, STRINGS, allowed, entry, identifier
+from .allowlist import (
+    ATTRIBUTES,
+    BUILTINS,
+    DROPPED_KEYWORDS,
+    LEGACY_OPTIMIZER_KEYWORDS,
+    SETTABLE,
+    SHIM_NOTES,
+    STRINGS,
+    allowed,
+    entry,
+    identifier,
+    legacy_backend,
+    migrated,
+)
 
 SYMBOL_PREFIX, STAND_IN_PREFIX = "_L_", "_S_"
 MAX_SHOWN = 60
@@ -108,7 +121,27 @@ class Rebuilder(ast.NodeTransformer):
             if dropped not in kept:
                 self.notes.append(f"the `{dropped.arg}=` argument was dropped (it does not change the outcome)")
         node.keywords = kept
-        return self.generic_visit(node)
+        node = self.generic_visit(node)
+        self._legacy_keywords(node)
+        return node
+
+    def _legacy_keywords(self, node: ast.Call) -> None:
+        """Keras 2 optimizer arguments Keras 3 refuses: `lr` runs as `learning_rate`, `decay` is dropped."""
+        called = self.symbols.get(node.func.id, "") if isinstance(node.func, ast.Name) else ""
+        if not called.startswith("keras.optimizers.") or called.startswith("keras.optimizers.legacy."):
+            return
+        given = {kw.arg for kw in node.keywords}
+        for keyword in list(node.keywords):
+            if keyword.arg not in LEGACY_OPTIMIZER_KEYWORDS:
+                continue
+            new = LEGACY_OPTIMIZER_KEYWORDS[keyword.arg]
+            if new is None:
+                node.keywords.remove(keyword)
+                self.notes.append(f"dropped the Keras 2 argument `{keyword.arg}={shown(ast.unparse(keyword.value))}` "
+                                  "(Keras 3 refuses it; it does not change the first step)")
+            elif new not in given:
+                self.notes.append(f"ran the Keras 2 argument `{keyword.arg}=` as `{new}=`")
+                keyword.arg = new
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         chain = dotted(node)
@@ -143,18 +176,35 @@ class Rebuilder(ast.NodeTransformer):
         root = self.imports[chain[0]]
         for cut in range(len(chain), 0, -1):
             qualified = ".".join([root, *chain[1:cut]])
-            if allowed(qualified):
+            target = qualified if allowed(qualified) else migrated(qualified)
+            if target:
                 rest = chain[cut:]
                 refused = [a for a in rest if a not in ATTRIBUTES]
                 if refused:
                     raise Refused(f"the attribute `.{refused[0]}` of `{'.'.join(chain[:cut])}`")
-                name = symbol_name(qualified)
-                self.symbols[name] = entry(qualified)
+                name = symbol_name(target)
+                self.symbols[name] = entry(target)
                 self.written.setdefault(name, ".".join(chain[:cut]))
+                if target != qualified:
+                    self._note_migration(chain[:cut], qualified, target)
+                elif legacy_backend(qualified):
+                    self.notes.append(f"ran `{'.'.join(chain[:cut])}` as the legacy Keras backend's "
+                                      f"`{qualified.rpartition('.')[2]}` (tf.keras.backend in Keras 3, "
+                                      "tf_keras.backend in tf-keras): Keras 3's keras.backend has no such function")
                 return _chain(name, rest, node)
         shown_chain = ".".join(chain)
         qualified = ".".join([root, *chain[1:]])
         return self._refuse_symbol(shown_chain, qualified)
+
+    def _note_migration(self, chain: List[str], qualified: str, target: str) -> None:
+        """Every substitution of the migration shim is listed in the verdict's assumptions, in the
+        file's own spelling (`tf.log` as `tf.compat.v1.log`)."""
+        written, root = ".".join(chain), self.imports[chain[0]]
+        if target in SHIM_NOTES:
+            self.notes.append(f"ran `{written}` as {SHIM_NOTES[target]}")
+            return
+        spelled = chain[0] + target[len(root):] if target.startswith(root + ".") else target
+        self.notes.append(f"ran `{written}` as `{spelled}` ({entry(qualified)} is not in TF 2)")
 
     @staticmethod
     def _refuse_symbol(written: str, qualified: str):
