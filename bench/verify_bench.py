@@ -2,16 +2,22 @@
 report the worker's start (TensorFlow import and lock-down) once, then the time per probe by rule,
 with every lock-down layer in place (the layers active are printed). Identical probes normally run
 once per run; the bench forgets earlier answers so that every one of the 100 is really executed.
+Then the verdict cache: every distinct probe verified once into an empty cache (a fresh session,
+TensorFlow's start included), then again by a second session, which must answer all of them from
+the cache without starting TensorFlow.
 
     python bench/verify_bench.py [--findings 100]
 
-Target (issue #3): under 0.2 s per probe on average on a 2-core machine, import excluded.
+Targets: under 0.2 s per probe on average on a 2-core machine, import excluded (issue #3); the
+second (cached) run starts no worker (issue #16).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from itertools import cycle, islice
@@ -23,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 from cliplint.engine import run  # noqa: E402
 from cliplint.settings import Config  # noqa: E402
 from cliplint.verify import Session  # noqa: E402
+from cliplint.verify.verdicts import installed_versions  # noqa: E402
 
 
 def main() -> int:
@@ -59,7 +66,29 @@ def main() -> int:
         times = per_rule[code]
         mean, median = statistics.mean(times), statistics.median(times)
         print(f"{code:<6} {len(times):>6} {mean:>8.3f} {median:>9.3f} {max(times):>7.3f}")
+    cached_runs(found, args.timeout)
     return 0
+
+
+def cached_runs(found, timeout: float) -> None:
+    """Every finding verified by a session with an empty cache, then by a second session."""
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["XDG_CACHE_HOME"] = os.path.join(folder, "key")  # the bench's own cache key
+        times, started = [], []
+        for _ in range(2):
+            session = Session(timeout, cache_folder=os.path.join(folder, "cache"))
+            t0 = time.perf_counter()
+            try:
+                for finding in found:
+                    session.verify(finding)
+            finally:
+                started.append(session.worker is not None)
+                hits = session.cache_hits
+                session.close()
+            times.append(time.perf_counter() - t0)
+    print(f"verdict cache ({installed_versions()}): {len(found)} findings, first run {times[0]:.2f} s "
+          f"(worker started: {started[0]}), second run {times[1]:.3f} s ({hits} cache hits, "
+          f"worker started: {started[1]})")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from . import sandbox
 from .channel import authentic
 from .payload import prepare
 from .progress import Progress
-from .verdicts import VerdictCache
+from .verdicts import VerdictCache, expected_versions
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine
 DEFAULT_BUDGET = 600.0
@@ -197,7 +197,7 @@ class Session:
         self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         self.worker: Optional[Worker] = None
         self.other: Optional[Worker] = None  # the other Keras flavour, started only when needed
-        self.versions: dict = {}
+        self.versions: dict = expected_versions()  # the worker's own report replaces it once started
         self.layers: dict = {}
         self.unchecked = layer1_off()
         self.answers: Dict[str, dict] = {}

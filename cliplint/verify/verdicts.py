@@ -30,14 +30,25 @@ FIELDS = ("verdict", "evidence", "assumptions", "tensorflow", "keras", "flavour"
 def installed_versions() -> str:
     """The installed TensorFlow/Keras distributions and the flavour setting, read from package
     metadata (cheap: nothing is imported)."""
-    found = []
-    for name in ("tensorflow", "tensorflow-cpu", "keras", "tf-keras"):
-        try:
-            found.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            continue
+    found = [f"{name}=={_version(name)}" for name in ("tensorflow", "tensorflow-cpu", "keras", "tf-keras")]
     found.append(f"TF_USE_LEGACY_KERAS={os.environ.get('TF_USE_LEGACY_KERAS', '')}")
     return ";".join(found)
+
+
+def expected_versions() -> dict:
+    """The versions and flavour a worker would report, from package metadata: what a verdict that
+    needed no worker (skipped, or from the cache) carries."""
+    tensorflow = _version("tensorflow") or _version("tensorflow-cpu")
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true") and _version("tf-keras")
+    return {"tensorflow": tensorflow, "keras": _version("tf-keras") if legacy else _version("keras"),
+            "flavour": "tf-keras" if legacy else "Keras 3"}
+
+
+def _version(distribution: str) -> Optional[str]:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _key_file() -> str:
