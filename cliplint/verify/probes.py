@@ -464,9 +464,29 @@ def _clip_threshold(clip: dict, ns: dict) -> float:
     return float(evaluate(threshold, ns))
 
 
+STAND_IN_THRESHOLD = 1.0
+
+
+def _unset_threshold(probe: dict, assumptions: List[str]) -> None:
+    """`clip_by_norm(grad, grad_norm_clipping)` where the name's only literal value is a `None`
+    default (the clipping runs only when it is set): a stand-in threshold, listed."""
+    clip = probe["clip"]
+    call = _tree(clip["code"]).body[0].value
+    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                     call.args[1] if len(call.args) > 1 else None)
+    if not isinstance(threshold, ast.Name) or threshold.id not in clip.get("constants", {}) \
+            or clip["constants"][threshold.id] is not None:
+        return
+    for snippet in (clip, probe["loop"]):
+        snippet.setdefault("constants", {})[threshold.id] = STAND_IN_THRESHOLD
+    assumptions.append(f"`{threshold.id}` is None by default and the clipping runs only when it is set: "
+                       f"stood in by {STAND_IN_THRESHOLD:g}")
+
+
 def probe_per_tensor(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 5 tensors of shapes (4,4), (8,), (3,2), (5,), (2,2) "
                    "with norms 1000, 100, 10, 1, 0.1"]
+    _unset_threshold(probe, assumptions)
     grads = spread_gradients()
     variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
     clipped, ns = _replay_loop(probe, probe["loop"], grads, variables, assumptions)
