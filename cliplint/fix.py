@@ -109,22 +109,23 @@ def _fixed_probe(ctx: Context, probe: Optional[dict], fix: Fix) -> Optional[dict
     to show that the fix removes the problem."""
     if probe is None:
         return None
-    swaps = [(ctx.module.code_for_node(old), "" if new is None else ctx.module.code_for_node(new))
-             for old, new in fix.changes]
-    swaps += [(ctx.module.code_for_node(old.body[0]), "") for old, new in fix.changes
-              if new is None and isinstance(old, cst.SimpleStatementLine) and len(old.body) == 1]
-    fixed = {key: _fixed_snippets(ctx, value, swaps) for key, value in probe.items()}
+    changes = dict(fix.changes)
+    fixed = {key: _fixed_snippets(ctx, value, changes) for key, value in probe.items()}
     return {**fixed, "fixed": True}
 
 
-def _fixed_snippets(ctx: Context, value, swaps):
+def _fixed_snippets(ctx: Context, value, changes: Dict[cst.CSTNode, Optional[cst.CSTNode]]):
+    """Each snippet regenerated from its node with the fix's replacements applied (the node,
+    not the text: a name the fix renames at one place occurs at others too)."""
     if isinstance(value, list):
-        return [_fixed_snippets(ctx, item, swaps) for item in value]
-    if not (isinstance(value, dict) and "code" in value):
+        return [_fixed_snippets(ctx, item, changes) for item in value]
+    node = ctx.flow.snippet_nodes.get(id(value)) if isinstance(value, dict) else None
+    if node is None or "code" not in value:
         return value
-    code = value["code"]
-    for old, new in swaps:
-        code = code.replace(old.strip(), new.strip()) if old.strip() else code
+    if any(changes.get(above, node) is None for above in ctx.ancestors(node)):
+        return {**value, "code": ""}  # the fix removes the statement the snippet is part of
+    fixed = node.visit(_Replace(changes))
+    code = "" if isinstance(fixed, cst.RemovalSentinel) else ctx.module.code_for_node(fixed)
     if code == value["code"]:
         return value
     imports = dict(value.get("imports", {}))

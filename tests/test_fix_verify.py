@@ -17,9 +17,7 @@ def verifier():
 @pytest.mark.parametrize("code,source", [
     ("CL004", "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n"),
     ("CL005", ALL_RULES["CL005"].INVALID[2].source),
-    pytest.param("CL006", ALL_RULES["CL006"].INVALID[0].source, marks=pytest.mark.xfail(
-        reason="the CL006 probe cannot yet run the unpacked statement: NameError for `_` (probe hook to do)",
-        strict=True)),
+    ("CL006", ALL_RULES["CL006"].INVALID[0].source),
 ])
 def test_fix_is_verified_with_tensorflow(verifier, code, source):
     edit = offered("x.py", source, [ALL_RULES[code]])[0]

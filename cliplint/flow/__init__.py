@@ -13,7 +13,7 @@ import helpers and types from the submodule that owns them.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
@@ -30,13 +30,17 @@ class Flow(Dataflow):
         super().__init__(ctx)
         self.gradients = Gradients(self)
         self.probabilities = Probabilities(self)
+        self.snippet_nodes: Dict[int, cst.CSTNode] = {}  # id of a snippet dict -> the node it shows
 
     def constant(self, expr: Optional[cst.BaseExpression]):
         """The literal value an expression is known to hold, else `local.UNKNOWN`."""
         return constant(self, expr)
 
     def snippet(self, node: cst.CSTNode) -> dict:
-        return snippet(self, node)
+        """The snippet for `node`, remembered with it so a fix can be replayed on the node itself."""
+        found = snippet(self, node)
+        self.snippet_nodes[id(found)] = node
+        return found
 
     def gradient_list(self, expr: Optional[cst.BaseExpression]) -> Optional[GradList]:
         return self.gradients.gradient_list(expr)

@@ -114,7 +114,10 @@ class ClipResultNotUnpacked(Rule):
             return None
         target = assign.targets[0].target
         pair = cst.Tuple([cst.Element(target), cst.Element(cst.Name("_"))], lpar=[], rpar=[])
-        return Fix(f"unpack the pair: `{name}, _ = clip_by_global_norm(...)`", SAFE, ((target, pair),))
+        # the whole assignment is replaced, not the name: the verifier replays the fix on the
+        # probe's snippets by their text, and a bare name occurs in more places than its binding
+        unpacked = assign.with_changes(targets=[assign.targets[0].with_changes(target=pair)])
+        return Fix(f"unpack the pair: `{name}, _ = clip_by_global_norm(...)`", SAFE, ((assign, unpacked),))
 
     def _report(self, ctx: Context, call, assign, use, name) -> Report:
         shown = f"`{name}` holds" if name else "this passes on"
