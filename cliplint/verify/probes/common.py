@@ -1,0 +1,270 @@
+"""What every probe shares: the installed versions, the verdict, stand-ins, the migration shim's
+stand-ins, and running a rebuilt snippet in a namespace of allowlisted symbols and stand-ins.
+
+Imports TensorFlow: the worker imports this package after `sandbox.before_import`.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import importlib
+import re
+import textwrap
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from ..allowlist import BUILTINS, allowed, entry
+from ..rebuild import SYMBOL_PREFIX, check_worker_code
+
+KERAS = tf.keras
+LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
+CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
+VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
+PLACEHOLDER = 1.0
+RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
+UNCHECKED = False  # set by the worker under the test-only hook: snippets run as written (layer 2 alone)
+STAND_INS = " stand-ins"  # a key no snippet can name: the namespace's stand-in texts, for the assumptions
+
+
+def versions() -> dict:
+    if LEGACY_KERAS:
+        import tf_keras
+
+        keras_version, flavour = tf_keras.__version__, "tf-keras"
+    else:
+        import keras
+
+        keras_version, flavour = keras.__version__, "Keras 3"
+    return {"tensorflow": tf.__version__, "keras": keras_version, "flavour": flavour}
+
+
+VERSIONS = versions()
+FLAVOUR = f"tf-keras {VERSIONS['keras']}" if LEGACY_KERAS else f"Keras {VERSIONS['keras']}"
+TF = f"TensorFlow {tf.__version__}"
+
+
+def verdict(kind: str, evidence: str, assumptions: List[str] = (), other_flavour: bool = False) -> dict:
+    """`other_flavour`: this Keras flavour refused the code (a removed name, a legacy optimizer, an
+    argument it does not know, clip options it rejects): the parent asks the other flavour too."""
+    found = {"verdict": kind, "evidence": evidence, "assumptions": list(dict.fromkeys(assumptions))}
+    return {**found, "other_flavour": True} if other_flavour else found
+
+
+# --- executing snippets -------------------------------------------------------------------
+
+class StandIn:
+    """An inert object standing in for an unknown name that is used with attributes: variable
+    lists are stand-in variables, explicit attributes are given, anything else is a number."""
+
+    def __init__(self, name: str, assumptions: List[str], variables=None, **attributes) -> None:
+        self.__dict__.update(_name=name, _assumptions=assumptions, _variables=variables or [], **attributes)
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("_"):
+            raise AttributeError(attribute)
+        if attribute in VARIABLE_LISTS:
+            return self._variables
+        if attribute in ("apply_gradients", "apply"):
+            self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
+            optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
+            return getattr(optimizer, attribute)
+        self._assumptions.append(f"`{self._name}.{attribute}` = {PLACEHOLDER} (placeholder)")
+        return PLACEHOLDER
+
+
+class Refusal(Exception):
+    """The worker's own re-check of layer 1 refused a snippet (its message is composed here)."""
+
+
+class MissingSymbol(AttributeError):
+    """An allowlisted symbol this installation does not have (`tf.add_check_numerics_ops` in TF 2)."""
+
+
+def resolve(qualified: str):
+    """The object an allowlisted qualified name (`keras.optimizers.Adam`) names under the active
+    Keras flavour; the worker refuses any other name, whatever the parent sent."""
+    if not (UNCHECKED or allowed(qualified)):
+        raise Refusal(f"`{qualified}` is not on the verifier's allowlist")
+    name = entry(qualified)
+    return SHIMS[name] if name in SHIMS else _lookup(name)
+
+
+def _lookup(name: str):
+    root, _, rest = name.partition(".")
+    obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
+    for part in filter(None, rest.split(".")):
+        if not hasattr(obj, part):
+            raise MissingSymbol(f"module '{getattr(obj, '__name__', root)}' has no attribute '{part}'")
+        obj = getattr(obj, part)
+    return obj
+
+
+# --- the migration shim's stand-ins (allowlist.SHIMS) -----------------------------------------
+
+PLACEHOLDER_FILL = 0.5
+
+
+def placeholder(*args, **keywords):
+    """`tf.placeholder(dtype, shape)` / `K.placeholder(shape=..., ndim=..., dtype=...)`: a concrete
+    tensor of 0.5s of that dtype and shape, None dimensions as 2."""
+    dtype = keywords.get("dtype", next((a for a in args if isinstance(a, (tf.DType, str))), tf.float32))
+    shape = keywords.get("shape", next((a for a in args if isinstance(a, (list, tuple))), None))
+    if shape is None:
+        shape = [None] * int(keywords.get("ndim") or 0)
+    dims = [2 if d is None else int(d) for d in shape]
+    return tf.cast(tf.fill(dims, PLACEHOLDER_FILL), tf.as_dtype(dtype or tf.float32))
+
+
+def dense(inputs, units, activation=None, use_bias=True, **_ignored):
+    """`tf.layers.dense(inputs, units, activation)`: a Keras Dense layer with the same units and
+    activation (seeded initial weights), applied to the inputs as a batch."""
+    inputs = tf.convert_to_tensor(inputs, tf.float32)
+    if inputs.shape.rank < 2:
+        inputs = tf.reshape(inputs, [1, -1])
+    layer = KERAS.layers.Dense(int(units), activation=activation, use_bias=bool(use_bias),
+                               kernel_initializer=KERAS.initializers.GlorotUniform(seed=0))
+    return layer(inputs)
+
+
+SHIMS = {"cliplint.shims.placeholder": placeholder, "cliplint.shims.dense": dense}
+
+
+def tree_of(code: str) -> ast.Module:
+    return ast.parse(textwrap.dedent(code).strip())
+
+
+def free_names(code: str) -> Dict[str, bool]:
+    """Names the snippet reads but does not bind -> whether it uses them with an attribute."""
+    tree = tree_of(code)
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    stored |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in n.args.args}
+    roots = {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+    return {n.id: n.id in roots for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            and n.id not in stored and n.id not in RESTRICTED_BUILTINS}
+
+
+def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
+    """Allowlisted symbols, literal constants, role stand-ins, and inert stand-ins for the rest."""
+    ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
+          STAND_INS: (snippet.get("stand_ins", {}), assumptions)}
+    for name, qualified in snippet.get("symbols", {}).items():
+        ns[name] = resolve(qualified)
+    for name in snippet.get("stand_ins", {}):
+        ns[name] = PLACEHOLDER
+    if UNCHECKED:  # layer 1 off: the file's own imports, as written
+        for local, qualified in snippet.get("imports", {}).items():
+            ns[local] = _module(qualified)
+    ns.update(snippet.get("constants", {}))
+    ns.update(bound)
+    for name, has_attributes in free_names(snippet["code"]).items():
+        if name in ns:
+            continue
+        if has_attributes:
+            ns[name] = StandIn(name, assumptions, variables)
+        elif default is not None:
+            ns[name] = default
+        else:
+            ns[name] = PLACEHOLDER
+            assumptions.append(f"`{name}` = {PLACEHOLDER} (placeholder)")
+    return ns
+
+
+def _module(qualified: str):
+    """Layer 1 off only: the module or object an import names, imported as the file would."""
+    module, _, attribute = qualified.rpartition(".")
+    if qualified.split(".")[0] == "keras":
+        return resolve(qualified)
+    try:
+        return importlib.import_module(qualified)
+    except ImportError:
+        return getattr(importlib.import_module(module), attribute)
+
+
+def as_written(node: ast.AST, snippet: dict) -> str:
+    """An expression of a rebuilt snippet as the user wrote it (`tf.nn.softmax`, not its synthetic name)."""
+    texts = {**snippet.get("written", {}), **snippet.get("stand_ins", {})}
+    copy = ast.parse(ast.unparse(node), mode="eval")
+    for name in ast.walk(copy):
+        if isinstance(name, ast.Name) and name.id in texts:
+            name.id = texts[name.id]
+    return ast.unparse(copy)
+
+
+def bound_values(ns: dict) -> dict:
+    """What a statement snippet left in its namespace for the next one (no builtins, no synthetic names)."""
+    return {k: v for k, v in ns.items() if not k.startswith(("_", " "))}
+
+
+def evaluate(node: ast.AST, ns: dict):
+    """One expression of a snippet (a call's function or argument), noting the stand-ins it uses."""
+    _note_stand_ins(node, ns)
+    return eval(compile(ast.Expression(node), "<snippet>", "eval"), ns)
+
+
+def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
+    """The placeholder numbers an expression uses (a stand-in a probe bound to a value of its role
+    was listed by that probe)."""
+    stand_ins, assumptions = ns.get(STAND_INS, ({}, []))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
+            assumptions.append(f"`{stand_ins[node.id]}` = {PLACEHOLDER} (placeholder)")
+
+
+def execute(code: str, ns: dict):
+    """The value of an expression snippet; None for statements (their effects are in `ns`)."""
+    tree = tree_of(code)
+    if not UNCHECKED:
+        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX)) + tuple(ns[STAND_INS][0]))
+        if refused:
+            raise Refusal(f"the worker refused a snippet with {refused}")
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
+        return evaluate(tree.body[0].value, ns)
+    _note_stand_ins(tree, ns)
+    exec(compile(tree, "<snippet>", "exec"), ns)
+    return None
+
+
+def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
+    """Bind the expression `text` (a name, or `model.trainable_variables`) to `value`."""
+    if not text:
+        return
+    node = tree_of(text).body[0].value
+    if isinstance(node, ast.Name):
+        bound[node.id] = value
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in VARIABLE_LISTS:
+        bound[node.value.id] = StandIn(node.value.id, assumptions, value)
+
+
+def shown(values) -> str:
+    """Numbers as a person would write them: [0, -20.72, -inf]."""
+    return "[" + ", ".join(f"{v:.4g}" for v in np.asarray(values, dtype="float64").reshape(-1)) + "]"
+
+
+def first_line(err: BaseException) -> str:
+    """The exception's type and message: only for the exception a probe predicts (raised by
+    TensorFlow/Keras on the user's own values); any other exception is named by its type alone."""
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", " ".join(str(err).split()))
+    return f"{kind_of(err)}: {text[:300]}"
+
+
+def kind_of(err: BaseException) -> str:
+    return "AttributeError" if isinstance(err, MissingSymbol) else type(err).__name__
+
+
+# --- stand-in gradients ---------------------------------------------------------------------
+
+def spread_gradients(norms=(1000.0, 100.0, 10.0, 1.0, 0.1)) -> List[tf.Tensor]:
+    """Gradients of several shapes and very different norms (five layers of different scale)."""
+    shapes = [(4, 4), (8,), (3, 2), (5,), (2, 2)]
+    rng = np.random.default_rng(0)
+    grads = []
+    for norm, shape in zip(norms, shapes):
+        g = rng.normal(size=shape).astype("float32")
+        grads.append(tf.constant(g * (norm / np.linalg.norm(g))))
+    return grads
+
+
+def flat(tensors) -> np.ndarray:
+    return np.concatenate([np.reshape(np.asarray(t), -1) for t in tensors])

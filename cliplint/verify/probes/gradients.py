@@ -1,0 +1,181 @@
+"""The probes of the gradient list's handling: CL003 (per-tensor clip norms), CL005 (None
+gradients), CL006 (the clipped pair not unpacked) and CL007 (the clipped gradients unused)."""
+from __future__ import annotations
+
+import ast
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+from .common import (
+    FLAVOUR,
+    KERAS,
+    TF,
+    bind_expression,
+    bound_values,
+    evaluate,
+    execute,
+    first_line,
+    flat,
+    namespace,
+    spread_gradients,
+    tree_of,
+    verdict,
+)
+
+# --- CL003 ----------------------------------------------------------------------------------
+
+def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
+    bound: Dict[str, object] = {}
+    listed = list(zip(grads, variables)) if probe.get("pairs") else grads
+    bind_expression(probe.get("gradients"), listed, bound, assumptions, variables)
+    bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
+    for name in probe.get("appends", []):
+        bound[name] = []
+    return bound
+
+
+def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    ns = namespace(snippet, bound, assumptions, variables)
+    result = execute(snippet["code"], ns)
+    if probe.get("result"):
+        result = ns[probe["result"]]
+    return [item[0] if isinstance(item, tuple) else item for item in list(result)], ns
+
+
+def _clip_threshold(clip: dict, ns: dict) -> float:
+    call = tree_of(clip["code"]).body[0].value
+    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                     call.args[1] if len(call.args) > 1 else None)
+    return float(evaluate(threshold, ns))
+
+
+STAND_IN_THRESHOLD = 1.0
+
+
+def _unset_threshold(probe: dict, assumptions: List[str]) -> None:
+    """`clip_by_norm(grad, grad_norm_clipping)` where the name's only literal value is a `None`
+    default (the clipping runs only when it is set): a stand-in threshold, listed."""
+    clip = probe["clip"]
+    call = tree_of(clip["code"]).body[0].value
+    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                     call.args[1] if len(call.args) > 1 else None)
+    if not isinstance(threshold, ast.Name) or threshold.id not in clip.get("constants", {}) \
+            or clip["constants"][threshold.id] is not None:
+        return
+    for snippet in (clip, probe["loop"]):
+        snippet.setdefault("constants", {})[threshold.id] = STAND_IN_THRESHOLD
+    assumptions.append(f"`{threshold.id}` is None by default and the clipping runs only when it is set: "
+                       f"stood in by {STAND_IN_THRESHOLD:g}")
+
+
+def probe_per_tensor(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 5 tensors of shapes (4,4), (8,), (3,2), (5,), (2,2) "
+                   "with norms 1000, 100, 10, 1, 0.1"]
+    _unset_threshold(probe, assumptions)
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    clipped, ns = _replay_loop(probe, probe["loop"], grads, variables, assumptions)
+    threshold = _clip_threshold(probe["clip"], ns)
+    raw, update = flat(grads), flat(clipped)
+    norm = float(np.linalg.norm(update))
+    cosine = float(raw @ update / (np.linalg.norm(raw) * np.linalg.norm(update)))
+    global_clipped, _ = tf.clip_by_global_norm(grads, threshold)
+    global_norm = float(np.linalg.norm(flat(global_clipped)))
+    evidence = (f"{TF}: after your per-tensor clipping the update's global norm is {norm:.3g} "
+                f"({'>' if norm > threshold * 1.001 else '<='} {threshold:g}) and its direction changed "
+                f"(cosine {cosine:.2f} to the raw gradient); tf.clip_by_global_norm gives norm {global_norm:.3g}, "
+                "cosine 1.00")
+    if norm > threshold * 1.001 or cosine < 0.999:
+        return verdict("confirmed", evidence, assumptions)
+    return verdict("not-reproduced", f"{TF}: the clipped update has norm {norm:.3g} and cosine {cosine:.3f}",
+                   assumptions)
+
+
+# --- CL005 ----------------------------------------------------------------------------------
+
+def probe_none_unsafe(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
+                   "as for a frozen or unused layer"]
+    grads = [tf.ones([2, 2]), None, tf.ones([3])]
+    variables = [tf.Variable(tf.zeros([2, 2])), tf.Variable(tf.zeros([4])), tf.Variable(tf.zeros([3]))]
+    try:
+        _replay_loop(probe, probe["loop"], grads, variables, assumptions)
+    except (ValueError, TypeError) as err:
+        return verdict("confirmed", f"{TF}: with one None gradient your code raises {first_line(err)}", assumptions)
+    return verdict("not-reproduced", f"{TF}: your code handled a None gradient without an error", assumptions)
+
+
+def probe_misaligned(probe: dict) -> dict:
+    assumptions = ["stand-in: variables v0, v1, v2 of shape (2,); v1 gets no gradient (None)"]
+    grads = [tf.fill([2], 1.0), None, tf.fill([2], 3.0)]
+    variables = [tf.Variable(tf.zeros([2]), name=f"v{i}") for i in range(3)]
+    bound: Dict[str, object] = {}
+    bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
+    bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
+    for statement in probe.get("statements", []):
+        ns = namespace(statement, bound, assumptions, variables)
+        execute(statement["code"], ns)
+        bound.update(bound_values(ns))
+    pairs = list(execute(probe["zip"]["code"], namespace(probe["zip"], bound, assumptions, variables)))
+    wrong = []
+    for grad, variable in pairs:
+        source = int(round(float(np.asarray(grad).reshape(-1)[0]))) - 1 if grad is not None else None
+        target = next(i for i, v in enumerate(variables) if v is variable)
+        if source is not None and source != target:
+            wrong.append(f"v{target} got v{source}'s gradient")
+    if not wrong:
+        return verdict("not-reproduced", f"{TF}: every gradient was paired with its own variable", assumptions)
+    KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients([(g, v) for g, v in pairs if g is not None])
+    return verdict("confirmed", f"{TF}, {FLAVOUR}: {'; '.join(wrong)}, and apply_gradients raised nothing "
+                                f"(the shapes match)", assumptions)
+
+
+# --- CL006 ----------------------------------------------------------------------------------
+
+def probe_not_unpacked(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: two tensors of shapes (2,) and (3,), with matching variables"]
+    grads = [tf.fill([2], 3.0), tf.fill([3], 4.0)]
+    variables = [tf.Variable(tf.zeros([2])), tf.Variable(tf.zeros([3]))]
+    bound: Dict[str, object] = {}
+    bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
+    use = probe["use"]
+    try:
+        if probe.get("statement"):
+            ns = namespace(probe["statement"], bound, assumptions, variables)
+            execute(probe["statement"]["code"], ns)
+            bound.update(bound_values(ns))
+        result = execute(use["code"], namespace(use, bound, assumptions, variables))
+        if isinstance(result, (zip, map)) or (result is not None and hasattr(result, "__iter__")
+                                               and not isinstance(result, (tf.Tensor, tf.Variable))):
+            pairs = list(result)
+            KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients(pairs)
+    except (ValueError, TypeError, tf.errors.OpError) as err:
+        return verdict("confirmed", f"{TF}, {FLAVOUR}: using the pair as the gradient list raises "
+                                    f"{first_line(err)}", assumptions)
+    return verdict("not-reproduced", f"{TF}, {FLAVOUR}: the code ran without an error", assumptions)
+
+
+# --- CL007 ----------------------------------------------------------------------------------
+
+def probe_unused(probe: dict) -> dict:
+    assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    ns = namespace(probe["clip"], bound, assumptions, variables)
+    execute(probe["clip"]["code"], ns)
+    bound.update(bound_values(ns))
+    applied = execute(probe["applied"]["code"], namespace(probe["applied"], bound, assumptions, variables))
+    applied_grads = [item[0] if isinstance(item, tuple) else item for item in list(applied)]
+    norm = float(np.linalg.norm(flat([g for g in applied_grads if g is not None])))
+    threshold = None
+    if probe.get("threshold"):
+        threshold = float(execute(probe["threshold"]["code"], namespace(probe["threshold"], bound, assumptions)))
+    if threshold is not None and norm > threshold * 1.001:
+        return verdict("confirmed", f"{TF}: the gradients passed to apply_gradients have global norm {norm:.4g} "
+                                    f"(threshold {threshold:g}): the clipped list was computed and not used",
+                       assumptions)
+    return verdict("not-reproduced", f"{TF}: the applied gradients have global norm {norm:.4g}", assumptions)
