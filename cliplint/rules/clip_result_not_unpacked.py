@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts, callee
-from ..findings import SAFE, Fix, Report
+from ..findings import SAFE, Fix, ProbeKind, Report
 from ..flow.gradients import APPLY_METHODS
 from ..flow.nodes import arg
 from ..flow.snippets import origin_name
@@ -128,7 +128,7 @@ class ClipResultNotUnpacked(Rule):
             f"used as the gradient list: zip pairs the whole list with the first variable and the norm with the "
             f"second. It fails later with shape errors (or `bad operand type for unary -: 'list'`) that never "
             f"mention clipping. Unpack it: {fix}."),
-            probe={"kind": "not-unpacked",
+            probe={"kind": ProbeKind.NOT_UNPACKED,
                    "statement": ctx.flow.snippet(assign) if assign is not None else None,
                    "use": ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
                    "gradients": (ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)

@@ -10,7 +10,7 @@ from ..analysis import Context
 from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
-from ..findings import UNSAFE, Fix, Report
+from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.gradients import APPLY_METHODS, reaches_apply
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import probe_roles
@@ -259,7 +259,7 @@ class ClippedGradientsUnused(Rule):
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
             f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "
             f"Pass `{clipped}` instead."),
-            probe={"kind": "unused", "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
+            probe={"kind": ProbeKind.UNUSED, "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
                    "threshold": ctx.flow.snippet(threshold) if threshold is not None else None,
                    **roles, "gradients": source.value},
             fix=self._fix(ctx, assign, apply, clipped, source))

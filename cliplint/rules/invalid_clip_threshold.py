@@ -8,7 +8,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..findings import ProbeKind, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
@@ -157,7 +157,7 @@ class InvalidClipThreshold(Rule):
                     yield Report(call, (
                         f"`tf.clip_by_value` with minimum {low:g} above maximum {high:g}: it raises nothing and every "
                         f"element becomes {low:g}. Swap the bounds."),
-                        probe={"kind": "value", "call": ctx.flow.snippet(call)})
+                        probe={"kind": ProbeKind.VALUE, "call": ctx.flow.snippet(call)})
 
     def _optimizer(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
         for a in call.args:
@@ -174,7 +174,7 @@ class InvalidClipThreshold(Rule):
                 else:
                     message = (f"`{a.keyword.value}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
                                f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
-                yield Report(a, message, probe={"kind": "optimizer", "call": ctx.flow.snippet(call)})
+                yield Report(a, message, probe={"kind": ProbeKind.OPTIMIZER, "call": ctx.flow.snippet(call)})
 
     @staticmethod
     def _tensor_clip(ctx: Context, call: cst.Call, function: str, value: float) -> Report:
@@ -183,4 +183,4 @@ class InvalidClipThreshold(Rule):
         else:
             effect = "leaves the gradients unchanged: nothing is clipped"
         return Report(call, f"`tf.{function}` with clip_norm {value:g} {effect}. Use a positive threshold.",
-                      probe={"kind": "tensor", "call": ctx.flow.snippet(call)})
+                      probe={"kind": ProbeKind.TENSOR, "call": ctx.flow.snippet(call)})

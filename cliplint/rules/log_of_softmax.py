@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import negated, rebound_between, renamed_callee, spelled
 from ..facts import Facts
-from ..findings import SAFE, UNSAFE, Fix, Report
+from ..findings import SAFE, UNSAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
@@ -244,7 +244,7 @@ class LogOfSoftmax(Rule):
     def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
         kind, node, padded, _ = source
         direct = isinstance(node, cst.Call) and ctx.call_name(node) in SOFTMAX | SIGMOID
-        return {"kind": kind, "padded": padded, "log": ctx.flow.snippet(call),
+        return {"kind": ProbeKind(kind), "padded": padded, "log": ctx.flow.snippet(call),
                 "source": ctx.flow.snippet(node) if direct else None}
 
     def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import Report
+from ..findings import ProbeKind, Report
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule
@@ -33,7 +33,7 @@ class Event:
     kind: str  # compile | train | reset | change
     model: str  # source text of the model expression
     node: cst.CSTNode
-    change: str = ""  # option | replace | rebind
+    change: Optional[ProbeKind] = None  # OPTION | REPLACE | REBIND
     option: str = ""
     optimizer: str = ""  # for compile: the name passed as optimizer
     eager: bool = False
@@ -166,18 +166,18 @@ class OptimizerChangedAfterCompile(Rule):
                 if target.attr.value in CLIP_OPTIONS:
                     yield from self._option_change(ctx, assign, target.value, target.attr.value)
                 elif target.attr.value == "optimizer":
-                    yield Event("change", ctx.text(target.value), assign, change="replace")
+                    yield Event("change", ctx.text(target.value), assign, change=ProbeKind.REPLACE)
                 elif target.attr.value == "train_function":
                     yield Event("reset", ctx.text(target.value), assign)
             elif isinstance(target, cst.Name) and isinstance(assign.value, cst.Call) \
                     and ctx.call_name(assign.value) in OPTIMIZER_CLASSES:
-                yield Event("change", "", assign, change="rebind", optimizer=target.value)
+                yield Event("change", "", assign, change=ProbeKind.REBIND, optimizer=target.value)
 
     def _option_change(self, ctx: Context, node, holder, option) -> Iterator[Event]:
         if isinstance(holder, cst.Attribute) and holder.attr.value == "optimizer":
-            yield Event("change", ctx.text(holder.value), node, change="option", option=option)
+            yield Event("change", ctx.text(holder.value), node, change=ProbeKind.OPTION, option=option)
         elif isinstance(holder, cst.Name):
-            yield Event("change", "", node, change="option", option=option, optimizer=holder.value)
+            yield Event("change", "", node, change=ProbeKind.OPTION, option=option, optimizer=holder.value)
 
     # --- ordering -----------------------------------------------------------------------
 
@@ -215,17 +215,17 @@ class OptimizerChangedAfterCompile(Rule):
         model = compiled.model
         probe = {"kind": change.change, "trained_before": trained or in_loop, "option": change.option,
                  "compile": ctx.flow.snippet(compiled.node), "change": ctx.flow.snippet(change.node)}
-        if change.change == "rebind":
+        if change.change == ProbeKind.REBIND:
             if following is None:
                 return None
             return Report(change.node, (
                 f"`{change.optimizer}` is rebound to a new optimizer after `{model}.compile(...)` received "
                 f"the old one: the model never sees the new object, so its settings never apply. "
                 f"Pass it to `{model}.compile(optimizer=...)` again."), severity="error", probe=probe)
-        what = f"`{change.option}`" if change.change == "option" else f"`{model}.optimizer`"
+        what = f"`{change.option}`" if change.change == ProbeKind.OPTION else f"`{model}.optimizer`"
         if trained or in_loop:
             effect = ("the traced train function keeps the old optimizer (the new one's `iterations` "
-                      "stays 0)" if change.change == "replace" else
+                      "stays 0)" if change.change == ProbeKind.REPLACE else
                       "the train function traced by the first step keeps the old value")
             return Report(change.node, (
                 f"{what} is changed after `{model}.fit(...)` already ran: {effect}, so the change is "
@@ -265,5 +265,5 @@ class OptimizerChangedAfterCompile(Rule):
                 f"changing {what} in `{method.name.value}` is silently ignored: the train function was "
                 f"traced at the first step with the old setting. Set it before training (constructor or "
                 f"`on_train_begin`), or recompile."), severity="error",
-                probe={"kind": "callback", "trained_before": True, "option": target.attr.value,
+                probe={"kind": ProbeKind.CALLBACK, "trained_before": True, "option": target.attr.value,
                  "change": ctx.flow.snippet(assign)})

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import renamed_callee
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, Report
+from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.gradients import reaches_apply
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
@@ -195,7 +195,7 @@ class PerTensorClipNorm(Rule):
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
                     + (f" The gradients come in through {', then '.join(element[0].via)}." if element[0].via else "")),
-                    probe={"kind": "per-tensor", "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
+                    probe={"kind": ProbeKind.PER_TENSOR, "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
                            "result": produced.value if isinstance(produced, cst.Name) else None,
                            "appends": appended_lists(owner),
                            "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow.gradients, element[1].value)},

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import spelled
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, Report
+from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..names import dotted_name
 from . import Invalid, Rule
 
@@ -100,7 +100,7 @@ class RemovedNumericsCheck(Rule):
                     "inside a `tf.function` it only covers ops created before the call, so placed first it "
                     "checks nothing")
             yield Report(call, f"`{spelled_as}()` {what}. Call `tf.debugging.enable_check_numerics()` once instead.",
-                         probe={"kind": "numerics", "call": ctx.flow.snippet(call)}, fix=self._fix(ctx, call))
+                         probe={"kind": ProbeKind.NUMERICS, "call": ctx.flow.snippet(call)}, fix=self._fix(ctx, call))
 
     @staticmethod
     def _fix(ctx: Context, call: cst.Call) -> Optional[Fix]:

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import rebound_between, statement_line
 from ..facts import GRADIENT_CALLS, Facts
-from ..findings import UNSAFE, Fix, Report
+from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
@@ -183,7 +183,7 @@ class UnfilteredNoneGradients(Rule):
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
-                probe={"kind": "none-unsafe", "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
+                probe={"kind": ProbeKind.NONE_UNSAFE, "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
                  "appends": appended_lists(binding.owner), **probe_roles(ctx.flow.gradients, binding.value)})
 
     @staticmethod
@@ -220,7 +220,7 @@ class UnfilteredNoneGradients(Rule):
                 f"{side}: after the first removed entry each gradient is paired with the wrong variable, and "
                 f"with matching or broadcastable shapes this trains silently wrong (no error, no warning). "
                 f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
-                severity="error", probe={"kind": "misaligned", "zip": ctx.flow.snippet(call),
+                severity="error", probe={"kind": ProbeKind.MISALIGNED, "zip": ctx.flow.snippet(call),
                           "statements": [ctx.flow.snippet(s) for s in self._statements(ctx, call)],
                           "gradients": origin_name(ctx.flow, grads), "variables": ctx.text(grads.sources)
                           if grads.sources is not None else None},

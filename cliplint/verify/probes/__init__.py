@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from ...findings import ProbeKind
 from . import common
 from .common import FLAVOUR, MissingSymbol, Refusal, first_line, kind_of, verdict, versions
 from .gradients import probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
@@ -29,29 +30,30 @@ def set_unchecked(unchecked: bool) -> None:
     common.UNCHECKED = unchecked
 
 
+# (rule code, probe kind) -> the probe that runs it
 PROBES = {
-    ("CL001", "construct"): probe_construct,
-    ("CL001", "late-attribute"): probe_late_attribute,
-    ("CL002", "option"): probe_after_compile,
-    ("CL002", "replace"): probe_after_compile,
-    ("CL002", "rebind"): probe_after_compile,
-    ("CL002", "callback"): probe_after_compile,
-    ("CL003", "per-tensor"): probe_per_tensor,
-    ("CL004", "softmax"): probe_log_softmax,
-    ("CL004", "sigmoid"): probe_log_softmax,
-    ("CL004", "1-sigmoid"): probe_log_softmax,
-    ("CL005", "none-unsafe"): probe_none_unsafe,
-    ("CL005", "misaligned"): probe_misaligned,
-    ("CL006", "not-unpacked"): probe_not_unpacked,
-    ("CL007", "unused"): probe_unused,
-    ("CL008", "numerics"): probe_numerics,
-    ("CL009", "optimizer"): probe_threshold,
-    ("CL009", "tensor"): probe_threshold,
-    ("CL009", "value"): probe_threshold,
-    ("CL010", "softmax"): probe_double_activation,
-    ("CL010", "sigmoid"): probe_double_activation,
-    ("CL001", "config"): probe_config,
-    ("CL009", "config"): probe_config,
+    ("CL001", ProbeKind.CONSTRUCT): probe_construct,
+    ("CL001", ProbeKind.LATE_ATTRIBUTE): probe_late_attribute,
+    ("CL002", ProbeKind.OPTION): probe_after_compile,
+    ("CL002", ProbeKind.REPLACE): probe_after_compile,
+    ("CL002", ProbeKind.REBIND): probe_after_compile,
+    ("CL002", ProbeKind.CALLBACK): probe_after_compile,
+    ("CL003", ProbeKind.PER_TENSOR): probe_per_tensor,
+    ("CL004", ProbeKind.SOFTMAX): probe_log_softmax,
+    ("CL004", ProbeKind.SIGMOID): probe_log_softmax,
+    ("CL004", ProbeKind.ONE_MINUS_SIGMOID): probe_log_softmax,
+    ("CL005", ProbeKind.NONE_UNSAFE): probe_none_unsafe,
+    ("CL005", ProbeKind.MISALIGNED): probe_misaligned,
+    ("CL006", ProbeKind.NOT_UNPACKED): probe_not_unpacked,
+    ("CL007", ProbeKind.UNUSED): probe_unused,
+    ("CL008", ProbeKind.NUMERICS): probe_numerics,
+    ("CL009", ProbeKind.OPTIMIZER): probe_threshold,
+    ("CL009", ProbeKind.TENSOR): probe_threshold,
+    ("CL009", ProbeKind.VALUE): probe_threshold,
+    ("CL010", ProbeKind.SOFTMAX): probe_double_activation,
+    ("CL010", ProbeKind.SIGMOID): probe_double_activation,
+    ("CL001", ProbeKind.CONFIG): probe_config,
+    ("CL009", ProbeKind.CONFIG): probe_config,
 }
 
 

@@ -8,6 +8,7 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
+from ...findings import ProbeKind
 from .common import (
     FLAVOUR,
     KERAS,
@@ -28,9 +29,9 @@ from .common import (
 # --- CL004 ----------------------------------------------------------------------------------
 
 STAND_IN_LOGITS = {
-    "softmax": ([[100.0, 0.0, -3.0]], tf.nn.softmax, tf.nn.log_softmax, "tf.nn.log_softmax"),
-    "sigmoid": ([[-200.0, 0.5]], tf.math.sigmoid, tf.math.log_sigmoid, "tf.math.log_sigmoid"),
-    "1-sigmoid": ([[200.0, 0.5]], tf.math.sigmoid, lambda logits: tf.math.log_sigmoid(-logits),
+    ProbeKind.SOFTMAX: ([[100.0, 0.0, -3.0]], tf.nn.softmax, tf.nn.log_softmax, "tf.nn.log_softmax"),
+    ProbeKind.SIGMOID: ([[-200.0, 0.5]], tf.math.sigmoid, tf.math.log_sigmoid, "tf.math.log_sigmoid"),
+    ProbeKind.ONE_MINUS_SIGMOID: ([[200.0, 0.5]], tf.math.sigmoid, lambda logits: tf.math.log_sigmoid(-logits),
                   "tf.math.log_sigmoid(-x)"),
 }
 
@@ -50,7 +51,7 @@ class _Replace(ast.NodeTransformer):
 
 
 # The class the stand-in logits make least likely: where a picked probability underflows.
-LEAST_LIKELY = {"softmax": 2, "sigmoid": 0, "1-sigmoid": 0}
+LEAST_LIKELY = {ProbeKind.SOFTMAX: 2, ProbeKind.SIGMOID: 0, ProbeKind.ONE_MINUS_SIGMOID: 0}
 
 
 def _probabilities(probe: dict, logits, assumptions: List[str]):
@@ -210,8 +211,9 @@ def _checks_nothing_in_function(call: dict, function_code: str) -> str:
 # --- CL010 ----------------------------------------------------------------------------------
 
 DOUBLE_ACTIVATION = {
-    "softmax": ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax, "logits [0, 10, 0], true class 0"),
-    "sigmoid": ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
+    ProbeKind.SOFTMAX: ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax,
+                        "logits [0, 10, 0], true class 0"),
+    ProbeKind.SIGMOID: ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
 }
 
 
@@ -266,7 +268,7 @@ def probe_double_activation(probe: dict) -> dict:
     default_class, logits_values, activation, described = DOUBLE_ACTIVATION[probe["kind"]]
     assumptions = [f"a confidently wrong prediction: {described}"]
     loss, used, sparse = _loss_used(probe, default_class, assumptions)
-    if probe["kind"] == "softmax":
+    if probe["kind"] == ProbeKind.SOFTMAX:
         labels = tf.constant([0]) if sparse else tf.constant([[1.0, 0.0, 0.0]])
     else:
         labels = tf.constant([[1.0]])

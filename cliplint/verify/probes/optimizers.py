@@ -9,6 +9,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from ...findings import ProbeKind
 from ..allowlist import allowed
 from .common import (
     CLIP_OPTIONS,
@@ -171,13 +172,13 @@ def probe_after_compile(probe: dict) -> dict:
     moved = f"the weight moved {before:g} -> {after:g}"
     when = "after one fit()" if probe["trained_before"] else "before any fit()"
     kind = probe["kind"]
-    if kind == "rebind":
+    if kind == ProbeKind.REBIND:
         new = ns.get(optimizer_name)
         if model.optimizer is not new and ignored:
             return verdict("confirmed", f"{FLAVOUR}: after the rebinding, model.optimizer is still the old "
                                         f"optimizer and the step was unclipped ({moved})", assumptions)
         return verdict("not-reproduced", f"{FLAVOUR}: the new optimizer was used ({moved})", assumptions)
-    if kind == "replace" and ignored:
+    if kind == ProbeKind.REPLACE and ignored:
         iterations = int(np.asarray(replaced.iterations))
         return verdict("confirmed", f"{FLAVOUR}: {when}, model.optimizer is the new object but its iterations "
                                     f"stayed {iterations}; the old optimizer took the step ({moved}, unclipped)",
@@ -207,7 +208,7 @@ def judge_threshold(optimizer, described: str, assumptions: List[str]) -> dict:
 def probe_threshold(probe: dict) -> dict:
     call = probe["call"]
     assumptions: List[str] = []
-    if probe["kind"] == "optimizer":
+    if probe["kind"] == ProbeKind.OPTIMIZER:
         try:
             optimizer = execute(call["code"], namespace(call, {}, assumptions))
         except ValueError as err:
@@ -228,7 +229,7 @@ def probe_threshold(probe: dict) -> dict:
         result = result[0][0]
     before, after = np.asarray(before), np.asarray(result)
     flattened = after.size > 1 and np.allclose(after, after.reshape(-1)[0])
-    if probe["kind"] == "value" and (flattened or _inverted_bounds(tree, call, assumptions)):
+    if probe["kind"] == ProbeKind.VALUE and (flattened or _inverted_bounds(tree, call, assumptions)):
         return verdict("confirmed", f"{TF}: {whose} {shown(before)} became {shown(after)}: the minimum is above the "
                                     "maximum, so every element becomes the same value", assumptions)
     if np.allclose(after, 0.0):
@@ -252,7 +253,7 @@ def _clipped_tensor(probe: dict, call: dict, tree: ast.Call, assumptions: List[s
         symbols = call.get("symbols", {})
         shimmed = any(symbols.get(n.id, "") in SHIMS for n in ast.walk(tensor) if isinstance(n, ast.Name))
         return tf.convert_to_tensor(value, tf.float32), "the placeholder's stand-in" if shimmed else "your tensor"
-    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == "value" else tf.constant([3.0, -4.0])
+    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == ProbeKind.VALUE else tf.constant([3.0, -4.0])
     assumptions.append(f"the clipped tensor is stood in by {shown(stand_in)}")
     return stand_in, "the stand-in tensor"
 
