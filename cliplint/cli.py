@@ -325,3 +325,17 @@ def problem_matcher(editor: str) -> None:
 
     name = "vscode-problem-matcher.json" if editor == "vscode" else "github-problem-matcher.json"
     click.echo(files("cliplint").joinpath("data", name).read_text(encoding="utf-8"), nl=False)
+
+
+@main.command()
+def server() -> None:
+    """Run the language server for editors (LSP over stdin/stdout; needs `pip install 'cliplint[lsp]'`)."""
+    try:
+        from .server import serve
+    except ModuleNotFoundError as err:
+        if err.name not in ("pygls", "lsprotocol"):
+            raise
+        click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: pip install 'cliplint[lsp]'",
+                   err=True)
+        sys.exit(EXIT_ERROR)
+    serve()

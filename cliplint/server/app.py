@@ -1,0 +1,379 @@
+"""The language server: document sync, scheduled linting, diagnostics, code actions, hover, verify.
+
+Everything that touches the protocol runs on pygls' event loop; linting runs on one worker
+thread and verification on another, so a slow file or a TensorFlow probe never delays a reply.
+A change schedules a lint after a short debounce (a newer change cancels it); a result whose
+document has moved on to another version is dropped, never published.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
+from urllib.parse import unquote
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path, uri_scheme
+
+from .. import __version__
+from ..findings import Finding
+from ..settings import ConfigError
+from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
+from .edits import noqa_edit
+from .pages import hover_text
+from .protocol import contains, diagnostic, lines_of, overlaps
+from .verifier import Verifier
+
+VERIFY_COMMAND = "cliplint.verify"
+DEFAULT_DEBOUNCE = 0.03  # seconds: coalesces a burst of keystrokes, far below what a person notices
+DEFAULT_VERIFY_TIMEOUT = 30.0
+SETTINGS_FILE = "pyproject.toml"
+
+
+@dataclass(frozen=True)
+class Published:
+    """What one document's diagnostics were computed from: code actions and hover answer from it."""
+
+    version: Optional[int]
+    text: str
+    kind: str
+    path: str
+    findings: Tuple[Tuple[Finding, types.Diagnostic], ...]
+
+
+class CliplintServer(LanguageServer):
+    def __init__(self) -> None:
+        cells = types.NotebookDocumentFilterWithCells(
+            notebook="*", cells=[types.NotebookCellLanguage(language="python")])
+        super().__init__("cliplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+                         notebook_document_sync=types.NotebookDocumentSyncOptions(
+                             notebook_selector=[cells], save=True))
+        self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-lint")
+        self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
+        self.settings = WorkspaceSettings()  # used by the lint thread only
+        self.debounce = DEFAULT_DEBOUNCE
+        self.verifier = Verifier(DEFAULT_VERIFY_TIMEOUT)
+        self.pending: Dict[str, asyncio.Task] = {}
+        self.published: Dict[str, Published] = {}
+        self.cells_published: Dict[str, Tuple[str, ...]] = {}  # notebook -> cell URIs with diagnostics
+        self.verdicts: Dict[str, Tuple[int, Dict[Finding, dict]]] = {}  # key -> (version, verdicts)
+        self.shutdown_requested = False
+        self.tokens = itertools.count(1)
+
+    # Documents -----------------------------------------------------------------------------
+
+    def open_text(self, uri: str):
+        """The synchronised text document, or None when the editor has closed it."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def notebook_of(self, uri: str):
+        return self.workspace.get_notebook_document(notebook_uri=uri) \
+            or self.workspace.get_notebook_document(cell_uri=uri)
+
+    def current_version(self, key: str) -> Optional[int]:
+        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        if notebook is not None:
+            return notebook.version
+        document = self.open_text(key)
+        return document.version if document is not None else None
+
+    def root_of(self, path: str) -> str:
+        folders = [to_fs_path(folder.uri) for folder in self.workspace.folders.values()]
+        holding = [folder for folder in folders if folder and path.startswith(folder.rstrip(os.sep) + os.sep)]
+        if holding:
+            return max(holding, key=len)
+        return self.workspace.root_path or os.path.dirname(path)
+
+    def path_of(self, uri: str) -> str:
+        if uri_scheme(uri) == "file":
+            return to_fs_path(uri)
+        base = self.workspace.root_path or os.getcwd()  # an untitled buffer: settings of the workspace
+        return os.path.join(base, unquote(uri).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "untitled")
+
+    def snapshot(self, key: str) -> Optional[Snapshot]:
+        """The document's text now, if it is one cliplint lints."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=key)
+        if notebook is not None:
+            return self._notebook_snapshot(notebook)
+        document = self.open_text(key)
+        if document is None or self.workspace.get_notebook_document(cell_uri=key) is not None:
+            return None
+        path = self.path_of(key)
+        kind = kind_of(path, document.language_id)
+        if kind is None:
+            return None
+        part = Part(key, document.source, document.version)
+        return Snapshot(key, document.version, kind, path, self.root_of(path), (part,))
+
+    def _notebook_snapshot(self, notebook) -> Snapshot:
+        parts = []
+        for cell in notebook.cells:
+            document = self.open_text(cell.document)
+            text = document.source if document is not None else ""
+            version = document.version if document is not None else None
+            parts.append(Part(cell.document, text, version, cell.kind == types.NotebookCellKind.Code))
+        path = self.path_of(notebook.uri)
+        return Snapshot(notebook.uri, notebook.version, NOTEBOOK, path, self.root_of(path), tuple(parts))
+
+    # Linting -------------------------------------------------------------------------------
+
+    def schedule(self, key: str, delay: float) -> None:
+        """Lint `key` after `delay` seconds, replacing a lint already waiting for it."""
+        waiting = self.pending.pop(key, None)
+        if waiting is not None:
+            waiting.cancel()
+        self.pending[key] = asyncio.ensure_future(self._lint_later(key, delay))
+
+    async def _lint_later(self, key: str, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        snapshot = self.snapshot(key)
+        if snapshot is None:
+            return
+        try:
+            await self.lint(snapshot)
+        except Exception as err:  # noqa: BLE001 - a failed publish must not end the loop's task quietly
+            self.window_log_message(types.LogMessageParams(
+                type=types.MessageType.Error, message=f"cliplint: linting {key} failed: {type(err).__name__}: {err}"))
+
+    async def lint(self, snapshot: Snapshot) -> Optional[Dict[str, List[Finding]]]:
+        """Lint on the worker thread and publish, unless the document changed meanwhile."""
+        found = await asyncio.get_running_loop().run_in_executor(
+            self.lint_pool, diagnose, snapshot, self.settings)
+        if self.current_version(snapshot.key) != snapshot.version:
+            return None  # stale: a newer version is (or will be) linted
+        found = self._with_verdicts(snapshot, found)
+        self.publish(snapshot, found)
+        return found
+
+    def _with_verdicts(self, snapshot: Snapshot, found: Dict[str, List[Finding]]) -> Dict[str, List[Finding]]:
+        version, verdicts = self.verdicts.get(snapshot.key, (None, {}))
+        if version != snapshot.version:
+            return found
+        return {uri: [replace(f, verification=verdicts.get(f)) for f in findings] for uri, findings in found.items()}
+
+    def publish(self, snapshot: Snapshot, found: Dict[str, List[Finding]]) -> None:
+        units = self.workspace.position_codec.client_num_units
+        for part in snapshot.parts:
+            lines = lines_of(part.text)
+            pairs = tuple((f, diagnostic(f, lines, units)) for f in found.get(part.uri, ()))
+            self.published[part.uri] = Published(part.version, part.text, snapshot.kind, snapshot.path, pairs)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=part.uri, diagnostics=[d for _, d in pairs], version=part.version))
+        if snapshot.kind == NOTEBOOK:
+            uris = tuple(part.uri for part in snapshot.parts)
+            self.clear([uri for uri in self.cells_published.get(snapshot.key, ()) if uri not in uris])
+            self.cells_published[snapshot.key] = uris
+
+    def clear(self, uris: List[str]) -> None:
+        for uri in uris:
+            self.published.pop(uri, None)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+    def forget(self, key: str, uris: List[str]) -> None:
+        """A closed document: nothing pending, nothing shown."""
+        waiting = self.pending.pop(key, None)
+        if waiting is not None:
+            waiting.cancel()
+        self.verdicts.pop(key, None)
+        self.clear(uris + list(self.cells_published.pop(key, ())))
+
+    def relint_all(self) -> None:
+        """Every open document again (the settings changed)."""
+        for uri in list(self.workspace.text_documents):
+            if self.workspace.get_notebook_document(cell_uri=uri) is None:
+                self.schedule(uri, 0)
+        for uri in list(self.workspace.notebook_documents):
+            self.schedule(uri, 0)
+
+    # Verification --------------------------------------------------------------------------
+
+    async def verify(self, uri: str) -> List[dict]:
+        notebook = self.notebook_of(uri)
+        key = notebook.uri if notebook is not None else uri
+        snapshot = self.snapshot(key)
+        if snapshot is None:
+            raise ValueError(f"{uri} is not a document cliplint lints")
+        found = await self.lint(snapshot)
+        if found is None:
+            raise ValueError(f"{uri} changed while it was being linted; run the command again")
+        placed = [(part_uri, f) for part_uri, findings in found.items() for f in findings]
+        loop = asyncio.get_running_loop()
+        token = await self._begin_progress(len(placed))
+
+        def report(done: int, total: int, finding: Finding) -> None:
+            if token is not None:
+                loop.call_soon_threadsafe(self.work_done_progress.report, token, types.WorkDoneProgressReport(
+                    message=f"{finding.code} line {finding.line} ({done + 1}/{total})",
+                    percentage=100 * done // max(total, 1)))
+
+        try:
+            verified = await loop.run_in_executor(
+                self.verify_pool, self.verifier.verify, [f for _, f in placed], report)
+        except ConfigError as err:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=str(err)))
+            raise ValueError(str(err)) from None
+        finally:
+            if token is not None:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="cliplint: verified"))
+        self.verdicts[key] = (snapshot.version, {f: f.verification for f in verified})
+        if self.current_version(key) == snapshot.version:
+            self.publish(snapshot, self._with_verdicts(snapshot, found))
+        return [{"uri": part_uri, "code": f.code, "line": f.line, "column": f.column, **(f.verification or {})}
+                for (part_uri, _), f in zip(placed, verified)]
+
+    async def _begin_progress(self, total: int) -> Optional[str]:
+        """A server-initiated progress token, when the client shows progress."""
+        window = self.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = f"cliplint-verify-{next(self.tokens)}"
+        await self.work_done_progress.create_async(token)
+        self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            title="cliplint: verifying with TensorFlow", message=f"{total} finding(s)", percentage=0))
+        return token
+
+    # Editor features -----------------------------------------------------------------------
+
+    def current(self, uri: str) -> Optional[Published]:
+        """The published diagnostics of `uri`, if they belong to the text the editor shows now."""
+        published = self.published.get(uri)
+        document = self.open_text(uri)
+        if published is None or document is None or document.version != published.version:
+            return None
+        return published
+
+    def code_actions(self, params: types.CodeActionParams) -> List[types.CodeAction]:
+        only = params.context.only
+        if only and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
+            return []
+        uri = params.text_document.uri
+        published = self.current(uri)
+        if published is None:
+            return []
+        units = self.workspace.position_codec.client_num_units
+        lines = lines_of(published.text)
+        actions, seen = [], set()
+        for finding, shown in published.findings:
+            if finding.code == "CL000" or not overlaps(shown.range, params.range):
+                continue
+            edit = noqa_edit(published.text, finding.line, finding.code, published.kind, published.path)
+            if edit is None or (finding.code, edit.line) in seen:
+                continue
+            seen.add((finding.code, edit.line))
+            line = lines[edit.line]
+            span = types.Range(start=types.Position(line=edit.line, character=units(line[:edit.start])),
+                               end=types.Position(line=edit.line, character=units(line[:edit.end])))
+            actions.append(types.CodeAction(
+                title=f"Disable {finding.code} for this line", kind=types.CodeActionKind.QuickFix,
+                diagnostics=[shown], edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(span, edit.text)]})))
+        return actions
+
+    def hover(self, params: types.HoverParams) -> Optional[types.Hover]:
+        published = self.current(params.text_document.uri)
+        if published is None:
+            return None
+        under = [(f, shown) for f, shown in published.findings if contains(shown.range, params.position)]
+        if not under:
+            return None
+        text = "\n\n---\n\n".join(hover_text(f) for f, _ in under)
+        return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=text),
+                           range=under[0][1].range)
+
+    def close(self) -> None:
+        """Stop the verifier's worker and the threads (shutdown, exit, or the editor went away)."""
+        self.verifier.close()
+        self.lint_pool.shutdown(wait=False, cancel_futures=True)
+        self.verify_pool.shutdown(wait=False, cancel_futures=True)
+
+
+def document_uri(params) -> str:
+    """The URI a sync notification is about: the text document's, or the notebook's."""
+    document = getattr(params, "notebook_document", None) or params.text_document
+    return document.uri
+
+
+def is_settings_file(uri: str) -> bool:
+    return unquote(uri).rsplit("/", 1)[-1] == SETTINGS_FILE
+
+
+def build() -> CliplintServer:
+    server = CliplintServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CliplintServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        ls.debounce = float(options.get("debounceMs", DEFAULT_DEBOUNCE * 1000)) / 1000
+        ls.verifier.timeout = float(options.get("verifyTimeout", DEFAULT_VERIFY_TIMEOUT))
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CliplintServer, params: types.InitializedParams) -> None:
+        watched = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
+        if watched and watched.dynamic_registration:
+            watcher = types.FileSystemWatcher(glob_pattern=f"**/{SETTINGS_FILE}")
+            await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+                id="cliplint-settings", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=[watcher]))]))
+
+    def opened(ls: CliplintServer, params) -> None:
+        ls.schedule(document_uri(params), 0)
+
+    def changed(ls: CliplintServer, params) -> None:
+        ls.schedule(document_uri(params), ls.debounce)
+
+    def saved(ls: CliplintServer, params) -> None:
+        if is_settings_file(document_uri(params)):
+            ls.relint_all()
+        else:
+            ls.schedule(document_uri(params), 0)
+
+    def closed(ls: CliplintServer, params) -> None:
+        cells = [cell.uri for cell in getattr(params, "cell_text_documents", ())]
+        ls.forget(document_uri(params), cells or [document_uri(params)])
+
+    for handler, methods in ((opened, (types.TEXT_DOCUMENT_DID_OPEN, types.NOTEBOOK_DOCUMENT_DID_OPEN)),
+                             (changed, (types.TEXT_DOCUMENT_DID_CHANGE, types.NOTEBOOK_DOCUMENT_DID_CHANGE)),
+                             (saved, (types.TEXT_DOCUMENT_DID_SAVE, types.NOTEBOOK_DOCUMENT_DID_SAVE)),
+                             (closed, (types.TEXT_DOCUMENT_DID_CLOSE, types.NOTEBOOK_DOCUMENT_DID_CLOSE))):
+        for method in methods:
+            server.feature(method)(handler)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files(ls: CliplintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        if any(is_settings_file(change.uri) for change in params.changes):
+            ls.relint_all()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def folders_changed(ls: CliplintServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.relint_all()
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    def code_action(ls: CliplintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
+        return ls.code_actions(params)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: CliplintServer, params: types.HoverParams) -> Optional[types.Hover]:
+        return ls.hover(params)
+
+    @server.command(VERIFY_COMMAND)
+    async def verify(ls: CliplintServer, *arguments) -> List[dict]:
+        """Arguments: the document's URI (a notebook's, or one of its cells'), or {"uri": ...}."""
+        first = arguments[0] if arguments else None
+        uri = first.get("uri") if isinstance(first, dict) else first
+        if not isinstance(uri, str):
+            raise ValueError(f"{VERIFY_COMMAND} takes the document's URI as its argument")
+        return await ls.verify(uri)
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CliplintServer, params: None) -> None:
+        ls.shutdown_requested = True
+        for waiting in ls.pending.values():
+            waiting.cancel()
+        ls.close()
+
+    return server
