@@ -60,6 +60,7 @@ class CliplintServer(LanguageServer):
         self.pending: Dict[str, asyncio.Task] = {}
         self.published: Dict[str, Published] = {}
         self.cells_published: Dict[str, Tuple[str, ...]] = {}  # notebook -> cell URIs with diagnostics
+        self.results: Dict[str, Tuple[int, Dict[str, List[Finding]]]] = {}  # key -> (version, last lint)
         self.verdicts: Dict[str, Tuple[int, Dict[Finding, dict]]] = {}  # key -> (version, verdicts)
         self.shutdown_requested = False
         self.tokens = itertools.count(1)
@@ -146,8 +147,8 @@ class CliplintServer(LanguageServer):
             self.lint_pool, diagnose, snapshot, self.settings)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
-        found = self._with_verdicts(snapshot, found)
-        self.publish(snapshot, found)
+        self.results[snapshot.key] = (snapshot.version, found)
+        self.publish(snapshot, self._with_verdicts(snapshot, found))
         return found
 
     def _with_verdicts(self, snapshot: Snapshot, found: Dict[str, List[Finding]]) -> Dict[str, List[Finding]]:
@@ -180,6 +181,7 @@ class CliplintServer(LanguageServer):
         if waiting is not None:
             waiting.cancel()
         self.verdicts.pop(key, None)
+        self.results.pop(key, None)
         self.clear(uris + list(self.cells_published.pop(key, ())))
 
     def relint_all(self) -> None:
@@ -198,7 +200,9 @@ class CliplintServer(LanguageServer):
         snapshot = self.snapshot(key)
         if snapshot is None:
             raise ValueError(f"{uri} is not a document cliplint lints")
-        found = await self.lint(snapshot)
+        version, found = self.results.get(key, (None, None))
+        if version != snapshot.version:
+            found = await self.lint(snapshot)  # not linted at this version yet
         if found is None:
             raise ValueError(f"{uri} changed while it was being linted; run the command again")
         placed = [(part_uri, f) for part_uri, findings in found.items() for f in findings]

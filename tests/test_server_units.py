@@ -1,0 +1,81 @@
+"""The language server's pieces in-process: the noqa edit, settings re-read, the crash net, positions."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cliplint.server.documents import CONFIG, PYTHON, Part, Snapshot, WorkspaceSettings, diagnose
+from cliplint.server.edits import LineEdit, noqa_edit
+from cliplint.server.protocol import lines_of, position
+
+LOG = "import tensorflow as tf\ny = tf.math.log(tf.nn.softmax(x))\n"
+
+
+def utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@pytest.mark.parametrize("source,line,expected", [
+    # plain line: appended after the code, trailing spaces replaced
+    ("x = 1   \n", 1, LineEdit(0, 5, 8, "  # noqa: CL004")),
+    # another comment stays; the noqa follows it
+    ("x = 1  # keep me\n", 1, LineEdit(0, 16, 16, "  # noqa: CL004")),
+    # codes already there: merged
+    ("x = 1  # noqa: CL001\n", 1, LineEdit(0, 20, 20, ", CL004")),
+    # a backslash continuation cannot end in a comment: the statement's next line takes it
+    ("x = 1 + \\\n    2\n", 1, LineEdit(1, 5, 5, "  # noqa: CL004")),
+    # inside brackets a comment is fine on the first line
+    ("x = f(\n    2)\n", 1, LineEdit(0, 6, 6, "  # noqa: CL004")),
+    # `# noqa: CL001` inside a string is no comment: a new one is added
+    ("x = '# noqa: CL001'\n", 1, LineEdit(0, 19, 19, "  # noqa: CL004")),
+])
+def test_python_noqa_edit(source, line, expected):
+    assert noqa_edit(source, line, "CL004", PYTHON, "a.py") == expected
+
+
+def test_config_noqa_edits():
+    assert noqa_edit("[opt]\nclipnorm = 0  # noqa: CL001\n", 2, "CL009", CONFIG, "a.toml") == LineEdit(1, 27, 27,
+                                                                                                     ", CL009")
+    assert noqa_edit("opt:\n  clipnorm: 0\n", 2, "CL009", CONFIG, "a.yaml") == LineEdit(1, 13, 13, "  # noqa: CL009")
+    assert noqa_edit('{"clipnorm": 0}', 1, "CL009", CONFIG, "a.json") is None
+
+
+def test_positions_count_utf16_units_and_clamp():
+    lines = lines_of('s = "\U0001F600"; t\n')
+    assert position(lines, 1, 9, utf16).character == 9  # the emoji takes two units
+    assert position(lines, 7, 1, utf16).line == len(lines) - 1  # past the end: the last line
+    assert lines_of("a\r\nb\rc") == ["a", "b", "c"] and lines_of("a\n") == ["a", ""]
+
+
+def snapshot(folder, name, text, kind=PYTHON):
+    path = os.path.join(folder, name)
+    return Snapshot(path, 1, kind, path, str(folder), (Part(path, text, 1),))
+
+
+def test_settings_are_reread_when_pyproject_changes(tmp_path):
+    workspace = WorkspaceSettings()
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text('[tool.cliplint]\nignore = ["CL004"]\n')
+    assert diagnose(snapshot(tmp_path, "a.py", LOG), workspace)[os.path.join(tmp_path, "a.py")] == []
+    pyproject.write_text('[tool.cliplint]\nselect = ["CL004"]\n')
+    os.utime(pyproject, ns=(1, 1))  # a different mtime even on a coarse clock
+    (found,) = diagnose(snapshot(tmp_path, "a.py", LOG), workspace)[os.path.join(tmp_path, "a.py")]
+    assert found.code == "CL004"
+
+
+def test_exclusions_apply_to_open_documents(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cliplint]\nextend-exclude = ["generated/"]\n')
+    (tmp_path / "generated").mkdir()
+    found = diagnose(snapshot(tmp_path, "generated/a.py", LOG), WorkspaceSettings())
+    assert found == {os.path.join(tmp_path, "generated/a.py"): []}
+
+
+def test_a_crash_inside_cliplint_is_a_cl000_in_that_document(tmp_path):
+    # A snapshot whose text is missing (never produced by the server, but any bug looks alike):
+    # the document gets CL000 saying so, and the next document is linted as usual.
+    broken = snapshot(tmp_path, "a.py", None)
+    (found,) = diagnose(broken, WorkspaceSettings())[os.path.join(tmp_path, "a.py")]
+    assert found.code == "CL000" and found.message.startswith("internal error in cliplint: TypeError")
+    assert [f.code for f in diagnose(snapshot(tmp_path, "b.py", LOG), WorkspaceSettings())[
+        os.path.join(tmp_path, "b.py")]] == ["CL004"]
