@@ -89,4 +89,6 @@ async def test_verify_of_a_document_without_findings_starts_nothing(client: Lang
     answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(
         command="cliplint.verify", arguments=[{"uri": uri}]))
     assert answer == [] and worker_processes(client._server.pid) == []
+    everything = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="cliplint.verify"))
+    assert everything == [] and worker_processes(client._server.pid) == []
     assert os.path.exists(f"/proc/{client._server.pid}")  # still serving

@@ -184,13 +184,16 @@ class CliplintServer(LanguageServer):
         self.results.pop(key, None)
         self.clear(uris + list(self.cells_published.pop(key, ())))
 
+    def open_keys(self) -> List[str]:
+        """Every open document: text documents that are no notebook's cell, and notebooks."""
+        texts = [uri for uri in self.workspace.text_documents
+                 if self.workspace.get_notebook_document(cell_uri=uri) is None]
+        return texts + list(self.workspace.notebook_documents)
+
     def relint_all(self) -> None:
         """Every open document again (the settings changed)."""
-        for uri in list(self.workspace.text_documents):
-            if self.workspace.get_notebook_document(cell_uri=uri) is None:
-                self.schedule(uri, 0)
-        for uri in list(self.workspace.notebook_documents):
-            self.schedule(uri, 0)
+        for key in self.open_keys():
+            self.schedule(key, 0)
 
     # Verification --------------------------------------------------------------------------
 
@@ -366,12 +369,16 @@ def build() -> CliplintServer:
 
     @server.command(VERIFY_COMMAND)
     async def verify(ls: CliplintServer, *arguments) -> List[dict]:
-        """Arguments: the document's URI (a notebook's, or one of its cells'), or {"uri": ...}."""
+        """Arguments: the document's URI (a notebook's, or one of its cells'), or {"uri": ...}; none:
+        every open document cliplint lints (editors whose command pickers pass no arguments)."""
         first = arguments[0] if arguments else None
         uri = first.get("uri") if isinstance(first, dict) else first
-        if not isinstance(uri, str):
+        if first is not None and not isinstance(uri, str):
             raise ValueError(f"{VERIFY_COMMAND} takes the document's URI as its argument")
-        return await ls.verify(uri)
+        if uri is not None:
+            return await ls.verify(uri)
+        keys = [key for key in ls.open_keys() if ls.snapshot(key) is not None]
+        return [verdict for key in keys for verdict in await ls.verify(key)]
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CliplintServer, params: None) -> None:
