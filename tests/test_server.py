@@ -65,10 +65,15 @@ async def open_document(client, uri, text, language="python", version=1):
     return await published(client, uri, mark, version)
 
 
-async def quick_fixes(client, uri, diagnostic):
+async def quick_fixes(client, uri, diagnostic, *only):
     return await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri), range=diagnostic.range,
-        context=types.CodeActionContext(diagnostics=[diagnostic])))
+        context=types.CodeActionContext(diagnostics=[diagnostic], only=list(only) or None)))
+
+
+def titled(actions, start):
+    (action,) = [a for a in actions if a.title.startswith(start)]
+    return action
 
 
 async def change_document(client, uri, text, version):
@@ -135,10 +140,11 @@ async def test_noqa_code_action_produces_the_expected_text(client: LanguageClien
     uri = (tmp_path / "train.py").as_uri()
     diagnostics = await open_document(client, uri, TRAIN)
     log = diagnostics[0]
-    actions = await quick_fixes(client, uri, log)
-    assert [a.title for a in actions] == ["Disable CL004 for this line"]
-    assert actions[0].kind == types.CodeActionKind.QuickFix and actions[0].diagnostics[0].code == "CL004"
-    edited = apply(TRAIN, actions[0].edit.changes[uri])
+    actions = await quick_fixes(client, uri, log, types.CodeActionKind.QuickFix)
+    assert [a.title for a in actions] == ["use `tf.nn.log_softmax(logits)`", "Disable CL004 for this line"]
+    assert {a.kind for a in actions} == {types.CodeActionKind.QuickFix}
+    assert actions[1].diagnostics[0].code == "CL004"
+    edited = apply(TRAIN, actions[1].edit.changes[uri])
     assert edited.split("\n")[3] == TRAIN.split("\n")[3] + f"  {NOQA}: CL004"
     assert [d.code for d in await change_document(client, uri, edited, 2)] == ["CL001"]
 
@@ -147,9 +153,29 @@ async def test_noqa_code_action_produces_the_expected_text(client: LanguageClien
     other = (tmp_path / "other.py").as_uri()
     (cl009,) = await open_document(client, other, merged_source)
     actions = await quick_fixes(client, other, cl009)
-    edited = apply(merged_source, actions[0].edit.changes[other])
+    edited = apply(merged_source, titled(actions, "Disable").edit.changes[other])
     assert edited.split("\n")[1] == f"opt = tf.keras.optimizers.Adam(clipnorm=0.0)  {NOQA}: CL004, CL009"
     assert await change_document(client, other, edited, 2) == []
+
+
+async def test_quick_fixes_and_fix_all(client: LanguageClient, tmp_path):
+    uri = (tmp_path / "train.py").as_uri()
+    log, adam = await open_document(client, uri, TRAIN)
+    fix = titled(await quick_fixes(client, uri, log), "use `tf.nn.log_softmax")
+    assert fix.is_preferred and fix.diagnostics[0].code == "CL004"
+    fixed = apply(TRAIN, fix.edit.changes[uri])
+    assert fixed.split("\n")[3] == '    name = "\U0001F600"; p = tf.nn.log_softmax(logits)'  # UTF-16 columns right
+    unsafe = titled(await quick_fixes(client, uri, adam), "drop `clipvalue`")
+    assert unsafe.title.endswith("(unsafe fix: check the result)") and not unsafe.is_preferred
+
+    # source.fixAll.cliplint: the safe fixes only (`cliplint check --fix`), one edit per change.
+    (fix_all,) = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri),
+        range=types.Range(start=types.Position(0, 0), end=types.Position(0, 0)),
+        context=types.CodeActionContext(diagnostics=[], only=["source.fixAll"])))
+    assert fix_all.kind == "source.fixAll.cliplint"
+    assert apply(TRAIN, fix_all.edit.changes[uri]) == fixed
+    assert [d.code for d in await change_document(client, uri, fixed, 2)] == ["CL001"]
 
 
 async def test_noqa_goes_where_a_comment_can_stand(client: LanguageClient, tmp_path):
@@ -160,7 +186,7 @@ async def test_noqa_goes_where_a_comment_can_stand(client: LanguageClient, tmp_p
     uri = (tmp_path / "strings.py").as_uri()
     (found,) = await open_document(client, uri, source)
     actions = await quick_fixes(client, uri, found)
-    edited = apply(source, actions[0].edit.changes[uri])
+    edited = apply(source, titled(actions, "Disable").edit.changes[uri])
     assert edited.split("\n")[1:3] == ['x = tf.math.log(tf.nn.softmax(tf.constant("""',
                                        f'a""" == "a" and [1.0] or [2.0])))  {NOQA}: CL004']
     assert await change_document(client, uri, edited, 2) == []
@@ -208,7 +234,8 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, tmp_path):
     uri = (tmp_path / "explore.ipynb").as_uri()
     cells = [("code", "import tensorflow as tf\n%matplotlib inline\nprobs = tf.nn.softmax(logits)"),
              ("markdown", "# The loss: log of the probabilities"),
-             ("code", "!pip list\nloss = -tf.reduce_sum(labels * tf.math.log(probs))")]
+             ("code", "!pip list\nloss = -tf.reduce_sum(labels * tf.math.log(probs))"),
+             ("code", "p = tf.math.log(tf.nn.softmax(z))")]
     mark = len(client.published)
     client.notebook_document_did_open(notebook_params(uri, cells))
     third = await published(client, f"{uri}#cell2", mark)
@@ -221,9 +248,17 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, tmp_path):
     notebook = {"cells": [{"cell_type": kind, "source": text, "metadata": {}, **outputs[kind]} for kind, text in cells],
                 "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "explore.ipynb").write_text(json.dumps(notebook))
-    (record,) = cli_findings(tmp_path, "explore.ipynb")
+    record, _ = cli_findings(tmp_path, "explore.ipynb")
     assert (record["cell"], record["line"] - 1, record["column"] - 1, record["end_column"] - 1) == (3, 1, start,
                                                                                                    start + 18)
+
+    # Fix all: the safe fix (in the fourth cell); the third cell's fix removes `probs`, unsafe, left alone.
+    (fourth,) = await published(client, f"{uri}#cell3", mark)
+    (fix_all,) = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(f"{uri}#cell3"), range=fourth.range,
+        context=types.CodeActionContext(diagnostics=[fourth], only=["source.fixAll.cliplint"])))
+    assert list(fix_all.edit.changes) == [f"{uri}#cell3"]
+    assert apply(cells[3][1], fix_all.edit.changes[f"{uri}#cell3"]) == "p = tf.nn.log_softmax(z)"
 
     # `log(softmax + eps)` is still a log of a softmax output; only the real fix clears the cell.
     assert [d.code for d in await change_cell(client, uri, 2, "loss = tf.math.log(probs + 1e-7)", 2)] == ["CL004"]
@@ -232,8 +267,8 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, tmp_path):
     mark = len(client.published)
     client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
         notebook_document=types.NotebookDocumentIdentifier(uri=uri),
-        cell_text_documents=[types.TextDocumentIdentifier(f"{uri}#cell{i}") for i in range(3)]))
-    for i in range(3):
+        cell_text_documents=[types.TextDocumentIdentifier(f"{uri}#cell{i}") for i in range(4)]))
+    for i in range(4):
         assert await published(client, f"{uri}#cell{i}", mark) == []
 
 
@@ -246,7 +281,7 @@ async def test_yaml_config_open_change_close(client: LanguageClient, tmp_path):
                                                           for r in expected]
     assert [d.code for d in diagnostics] == ["CL001"]
     actions = await quick_fixes(client, uri, diagnostics[0])
-    edited = apply(CONFLICTING_YAML, actions[0].edit.changes[uri])
+    edited = apply(CONFLICTING_YAML, titled(actions, "Disable").edit.changes[uri])
     assert edited == CONFLICTING_YAML.replace("clipvalue: 0.5", f"clipvalue: 0.5  {NOQA}: CL001")
     assert await change_document(client, uri, "optimizer:\n  name: adam\n  clipnorm: 1.0\n", 2) == []
     mark = len(client.published)
@@ -261,7 +296,7 @@ async def test_config_files_the_auditor_skips_stay_clean(client: LanguageClient,
     sweep = '{"optimizer": {"name": "adam", "clipnorm": 1, "clipvalue": 1}}'
     (found,) = await open_document(client, json_uri, sweep, "json")
     actions = await quick_fixes(client, json_uri, found)
-    assert not actions  # JSON has no comments to hold a noqa
+    assert not [a for a in actions if a.title.startswith("Disable")]  # JSON has no comments to hold a noqa
 
 
 async def test_settings_from_pyproject_and_reload(client: LanguageClient, tmp_path):

@@ -5,8 +5,9 @@ import os
 
 import pytest
 
+from cliplint.findings import Finding
 from cliplint.server.documents import CONFIG, PYTHON, Part, Snapshot, WorkspaceSettings, diagnose
-from cliplint.server.edits import LineEdit, noqa_edit
+from cliplint.server.edits import Change, change_between, noqa_edit
 from cliplint.server.protocol import lines_of, position
 
 LOG = "import tensorflow as tf\ny = tf.math.log(tf.nn.softmax(x))\n"
@@ -16,29 +17,45 @@ def utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def finding(line: int, code: str = "CL004") -> Finding:
+    return Finding("a.py", line, 1, line, 2, code, "name", "error", "message")
+
+
+def edited(text: str, change: Change) -> str:
+    lines = text.split("\n")
+
+    def offset(line, column):
+        return sum(len(before) + 1 for before in lines[:line - 1]) + column - 1
+
+    return text[:offset(change.line, change.column)] + change.text + text[offset(change.end_line, change.end_column):]
+
+
 @pytest.mark.parametrize("source,line,expected", [
-    # plain line: appended after the code, trailing spaces replaced
-    ("x = 1   \n", 1, LineEdit(0, 5, 8, "  # noqa: CL004")),
-    # another comment stays; the noqa follows it
-    ("x = 1  # keep me\n", 1, LineEdit(0, 16, 16, "  # noqa: CL004")),
-    # codes already there: merged
-    ("x = 1  # noqa: CL001\n", 1, LineEdit(0, 20, 20, ", CL004")),
+    ("x = 1   \n", 1, "x = 1  # noqa: CL004\n"),  # trailing spaces go
+    ("x = 1  # keep me\n", 1, "x = 1  # keep me  # noqa: CL004\n"),  # another comment stays
+    ("x = 1  # noqa: CL001\n", 1, "x = 1  # noqa: CL001, CL004\n"),  # codes merged
     # a backslash continuation cannot end in a comment: the statement's next line takes it
-    ("x = 1 + \\\n    2\n", 1, LineEdit(1, 5, 5, "  # noqa: CL004")),
-    # inside brackets a comment is fine on the first line
-    ("x = f(\n    2)\n", 1, LineEdit(0, 6, 6, "  # noqa: CL004")),
-    # `# noqa: CL001` inside a string is no comment: a new one is added
-    ("x = '# noqa: CL001'\n", 1, LineEdit(0, 19, 19, "  # noqa: CL004")),
+    ("x = 1 + \\\n    2\n", 1, "x = 1 + \\\n    2  # noqa: CL004\n"),
+    ("x = f(\n    2)\n", 1, "x = f(  # noqa: CL004\n    2)\n"),  # inside brackets: fine on the first line
+    ("x = '# noqa: CL001'\n", 1, "x = '# noqa: CL001'  # noqa: CL004\n"),  # a string is no comment
 ])
 def test_python_noqa_edit(source, line, expected):
-    assert noqa_edit(source, line, "CL004", PYTHON, "a.py") == expected
+    assert edited(source, noqa_edit(source, finding(line), PYTHON, "a.py")) == expected
 
 
 def test_config_noqa_edits():
-    assert noqa_edit("[opt]\nclipnorm = 0  # noqa: CL001\n", 2, "CL009", CONFIG, "a.toml") == LineEdit(1, 27, 27,
-                                                                                                     ", CL009")
-    assert noqa_edit("opt:\n  clipnorm: 0\n", 2, "CL009", CONFIG, "a.yaml") == LineEdit(1, 13, 13, "  # noqa: CL009")
-    assert noqa_edit('{"clipnorm": 0}', 1, "CL009", CONFIG, "a.json") is None
+    toml = "[opt]\nclipnorm = 0  # noqa: CL001\n"
+    assert edited(toml, noqa_edit(toml, finding(2, "CL009"), CONFIG, "a.toml")) == \
+        "[opt]\nclipnorm = 0  # noqa: CL001, CL009\n"
+    yaml = "opt:\n  clipnorm: 0\n"
+    assert edited(yaml, noqa_edit(yaml, finding(2, "CL009"), CONFIG, "a.yaml")) == \
+        "opt:\n  clipnorm: 0  # noqa: CL009\n"
+    assert noqa_edit('{"clipnorm": 0}', finding(1, "CL009"), CONFIG, "a.json") is None
+
+
+def test_change_between_is_the_differing_middle():
+    assert change_between("a\nbXc\n", "a\nbYYc\n") == Change(2, 2, 2, 3, "YY")
+    assert change_between("same", "same") is None
 
 
 def test_positions_count_utf16_units_and_clamp():

@@ -20,10 +20,12 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
-from ..findings import Finding
+from ..findings import UNREADABLE, Finding
 from ..settings import ConfigError
+from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
 from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
 from .edits import noqa_edit
+from .fixes import fix_all, quick_fixes
 from .pages import hover_text
 from .protocol import contains, diagnostic, lines_of, overlaps
 from .verifier import Verifier
@@ -39,9 +41,8 @@ class Published:
     """What one document's diagnostics were computed from: code actions and hover answer from it."""
 
     version: Optional[int]
-    text: str
-    kind: str
-    path: str
+    part: Part
+    snapshot: Snapshot
     findings: Tuple[Tuple[Finding, types.Diagnostic], ...]
 
 
@@ -61,6 +62,7 @@ class CliplintServer(LanguageServer):
         self.published: Dict[str, Published] = {}
         self.cells_published: Dict[str, Tuple[str, ...]] = {}  # notebook -> cell URIs with diagnostics
         self.results: Dict[str, Tuple[int, Dict[str, List[Finding]]]] = {}  # key -> (version, last lint)
+        self.computed: Dict[Tuple[str, str], Tuple[int, object]] = {}  # (key, what) -> (version, fixes)
         self.verdicts: Dict[str, Tuple[int, Dict[Finding, dict]]] = {}  # key -> (version, verdicts)
         self.shutdown_requested = False
         self.tokens = itertools.count(1)
@@ -162,7 +164,7 @@ class CliplintServer(LanguageServer):
         for part in snapshot.parts:
             lines = lines_of(part.text)
             pairs = tuple((f, diagnostic(f, lines, units)) for f in found.get(part.uri, ()))
-            self.published[part.uri] = Published(part.version, part.text, snapshot.kind, snapshot.path, pairs)
+            self.published[part.uri] = Published(part.version, part, snapshot, pairs)
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                 uri=part.uri, diagnostics=[d for _, d in pairs], version=part.version))
         if snapshot.kind == NOTEBOOK:
@@ -182,6 +184,8 @@ class CliplintServer(LanguageServer):
             waiting.cancel()
         self.verdicts.pop(key, None)
         self.results.pop(key, None)
+        for what in [entry for entry in self.computed if entry[0] == key]:
+            del self.computed[what]
         self.clear(uris + list(self.cells_published.pop(key, ())))
 
     def open_keys(self) -> List[str]:
@@ -254,31 +258,48 @@ class CliplintServer(LanguageServer):
             return None
         return published
 
-    def code_actions(self, params: types.CodeActionParams) -> List[types.CodeAction]:
-        only = params.context.only
-        if only and not any(types.CodeActionKind.QuickFix.value.startswith(kind) for kind in only):
-            return []
-        uri = params.text_document.uri
+    async def code_actions(self, params: types.CodeActionParams) -> List[types.CodeAction]:
+        uri, only = params.text_document.uri, params.context.only
         published = self.current(uri)
         if published is None:
             return []
         units = self.workspace.position_codec.client_num_units
-        lines = lines_of(published.text)
+        lines = lines_of(published.part.text)
+        chosen = [(f, shown) for f, shown in published.findings
+                  if f.code != UNREADABLE.code and overlaps(shown.range, params.range)]
+        actions = []
+        if chosen and wanted(only, types.CodeActionKind.QuickFix):
+            fixable = any(f.fix for f, _ in chosen)  # the lint said which findings have a fix: no parse otherwise
+            fixes = await self.on_lint_thread(published, quick_fixes) if fixable else []
+            for finding, shown in chosen:
+                actions.extend(fix_action(uri, fix, shown, lines, units) for fix in fixes
+                               if (fix.code, fix.line, fix.column) == (finding.code, finding.line, finding.column))
+            actions.extend(self._noqa_actions(uri, published, chosen, lines, units))
+        if any(f.fix for f, _ in published.findings) and wanted(only, FIX_ALL):
+            changes = await self.on_lint_thread(published, fix_all)
+            if changes:
+                texts = {part.uri: part.text for part in published.snapshot.parts}
+                actions.append(fix_all_action(changes, texts, units))
+        return actions if self.current(uri) is published else []  # the document changed meanwhile
+
+    def _noqa_actions(self, uri: str, published: Published, chosen, lines, units) -> List[types.CodeAction]:
         actions, seen = [], set()
-        for finding, shown in published.findings:
-            if finding.code == "CL000" or not overlaps(shown.range, params.range):
-                continue
-            edit = noqa_edit(published.text, finding.line, finding.code, published.kind, published.path)
-            if edit is None or (finding.code, edit.line) in seen:
-                continue
-            seen.add((finding.code, edit.line))
-            line = lines[edit.line]
-            span = types.Range(start=types.Position(line=edit.line, character=units(line[:edit.start])),
-                               end=types.Position(line=edit.line, character=units(line[:edit.end])))
-            actions.append(types.CodeAction(
-                title=f"Disable {finding.code} for this line", kind=types.CodeActionKind.QuickFix,
-                diagnostics=[shown], edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(span, edit.text)]})))
+        for finding, shown in chosen:
+            change = noqa_edit(published.part.text, finding, published.snapshot.kind, published.snapshot.path)
+            if change is not None and (finding.code, change.line) not in seen:
+                seen.add((finding.code, change.line))
+                actions.append(noqa_action(uri, finding, change, shown, lines, units))
         return actions
+
+    async def on_lint_thread(self, published: Published, compute):
+        """`compute(snapshot, settings)` on the linting thread, once per document version."""
+        key = (published.snapshot.key, compute.__name__)
+        version, result = self.computed.get(key, (None, None))
+        if version != published.snapshot.version:
+            result = await asyncio.get_running_loop().run_in_executor(
+                self.lint_pool, compute, published.snapshot, self.settings)
+            self.computed[key] = (published.snapshot.version, result)
+        return result
 
     def hover(self, params: types.HoverParams) -> Optional[types.Hover]:
         published = self.current(params.text_document.uri)
@@ -359,9 +380,9 @@ def build() -> CliplintServer:
         ls.relint_all()
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
-    def code_action(ls: CliplintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
-        return ls.code_actions(params)
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]))
+    async def code_action(ls: CliplintServer, params: types.CodeActionParams) -> List[types.CodeAction]:
+        return await ls.code_actions(params)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: CliplintServer, params: types.HoverParams) -> Optional[types.Hover]:

@@ -131,12 +131,16 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Finding]
     return [finding for finding in findings if finding.code in codes]
 
 
-def _notebook(snapshot: Snapshot, rules: Sequence) -> List[Finding]:
+def notebook_json(snapshot: Snapshot) -> bytes:
     """The cells as the nbformat file the command line reads, so that cells are joined, magics
-    neutralised and findings mapped back exactly as there."""
+    neutralised and findings mapped back (and fixes made) exactly as there."""
     cells = [{"cell_type": "code" if part.code else "markdown", "source": part.text, "metadata": {}}
              for part in snapshot.parts]
-    data = json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
+    return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
+
+
+def _notebook(snapshot: Snapshot, rules: Sequence) -> List[Finding]:
+    data = notebook_json(snapshot)
     if not prefilter(data, rules):
         return []
     findings, _ = lint_notebook(snapshot.path, data, rules, snapshot.path)

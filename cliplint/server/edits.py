@@ -1,63 +1,63 @@
-"""The "Disable CLxxx for this line" edit: `# noqa: CLxxx` at the end of the line, or the code
-merged into the `# noqa: ...` already there.
+"""Edits the server offers, as 1-based code-point positions: "Disable CLxxx for this line" and
+the text between two versions of a document (how a fix becomes one small edit).
 
-In Python the comment goes on the finding's first line where a comment can stand: not a line
-that ends inside a triple-quoted string or with a backslash continuation. Any line of the
-statement silences the finding (see `suppress`), so the next such line is as good. YAML and
-TOML take a `#` comment on the key's line; JSON has no comments and gets no such edit.
+In Python the `# noqa` comment is placed as `cliplint --add-noqa` places it (`fix.add_noqa_text`:
+merged into the line's `# noqa: ...`, moved past a string that spans the line end or a
+backslash continuation). YAML and TOML take a `#` comment on the key's line; JSON has no
+comments and gets no such edit.
 """
 from __future__ import annotations
 
-import io
-import re
-import tokenize
+import os
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Optional
 
-from .documents import CONFIG, NOTEBOOK, PYTHON
+from ..findings import Finding
+from ..fix import add_noqa_text
+from ..suppress import NOQA
+from .documents import NOTEBOOK, PYTHON
 from .protocol import lines_of
-
-_CODED_NOQA = re.compile(r"#\s*noqa:\s?[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
-class LineEdit:
-    """Replace columns [start, end) of a line (0-based, code points) with `text`."""
+class Change:
+    """Replace the text from (line, column) to (end_line, end_column), 1-based code points."""
 
     line: int
-    start: int
-    end: int
+    column: int
+    end_line: int
+    end_column: int
     text: str
 
 
-def noqa_edit(text: str, line: int, code: str, kind: str, path: str) -> Optional[LineEdit]:
-    """The edit silencing `code` for a finding that starts on `line` (1-based)."""
-    if kind == CONFIG and path.lower().endswith(".json"):
+def _point(text: str, offset: int):
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def change_between(before: str, after: str) -> Optional[Change]:
+    """The one replacement turning `before` into `after` (the differing middle), None if equal."""
+    if before == after:
         return None
-    python = kind in (PYTHON, NOTEBOOK)  # a notebook's edit goes into a cell: Python
+    start = len(os.path.commonprefix([before, after]))
+    tail = len(os.path.commonprefix([before[start:][::-1], after[start:][::-1]]))
+    return Change(*_point(before, start), *_point(before, len(before) - tail), after[start:len(after) - tail])
+
+
+def noqa_edit(text: str, finding: Finding, kind: str, path: str) -> Optional[Change]:
+    """The edit silencing `finding` (None where no comment can hold it)."""
+    if kind in (PYTHON, NOTEBOOK):  # a notebook's finding is edited in its cell: Python
+        after, added = add_noqa_text(text, [finding])
+        return change_between(text, after) if added else None
+    if path.lower().endswith(".json"):
+        return None
     lines = lines_of(text)
-    comments: Dict[int, tokenize.TokenInfo] = {}
-    if python:
-        line, comments = _commentable(text, line)
-    index = min(max(line - 1, 0), len(lines) - 1)
+    index = min(max(finding.line - 1, 0), len(lines) - 1)
     content = lines[index]
-    comment = comments.get(index + 1)
-    offset = comment.start[1] if comment is not None else 0
-    existing = _CODED_NOQA.search(comment.string if comment is not None else content)
-    if existing is not None and (not python or comment is not None):
-        end = offset + existing.end()
-        return LineEdit(index, end, end, f", {code}")
+    existing = NOQA.search(content)
+    if existing is not None and existing.group("codes"):
+        return Change(index + 1, existing.end() + 1, index + 1, existing.end() + 1, f", {finding.code}")
+    if existing is not None:
+        return None  # a noqa comment without codes silences every code already
     kept = len(content.rstrip())
-    return LineEdit(index, kept, len(content), f"  # noqa: {code}")
-
-
-def _commentable(text: str, line: int):
-    """(the first line from `line` on where a comment can end the line, comment tokens by line)."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return line, {}  # broken code: the finding's own line
-    comments = {tok.start[0]: tok for tok in tokens if tok.type == tokenize.COMMENT}
-    ends = {tok.start[0] for tok in tokens if tok.type in (tokenize.NEWLINE, tokenize.NL)}
-    candidates = [number for number in ends | set(comments) if number >= line]
-    return (min(candidates) if candidates else line), comments
+    return Change(index + 1, kept + 1, index + 1, len(content) + 1, f"  # noqa: {finding.code}")
