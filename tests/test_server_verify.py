@@ -2,12 +2,13 @@
 and no worker process left once the server has exited."""
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_client import CONFIG, editor_capabilities, initialize_params, published, text_item
+from lsp_client import CONFIG, editor_capabilities, initialize_params, published, text_item, wait_for
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -92,3 +93,19 @@ async def test_verify_of_a_document_without_findings_starts_nothing(client: Lang
     everything = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="cliplint.verify"))
     assert everything == [] and worker_processes(client._server.pid) == []
     assert os.path.exists(f"/proc/{client._server.pid}")  # still serving
+
+
+async def test_the_editor_going_away_mid_verification_leaves_no_worker(client: LanguageClient, tmp_path):
+    uri = (tmp_path / "train.py").as_uri()
+    mark = len(client.published)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_item(uri, SOURCE)))
+    await published(client, uri, mark, 1)
+    verifying = asyncio.ensure_future(client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="cliplint.verify", arguments=[uri])))
+    server = client._server
+    workers = await wait_for(lambda: worker_processes(server.pid), 300, "the verifier's worker")
+    server.stdin.close()  # no shutdown, no exit: the editor was killed (TensorFlow may still be importing)
+    assert await asyncio.wait_for(server.wait(), 60) == 1
+    await wait_for(lambda: not any(alive(pid) for pid in workers), 10, "the worker to stop")
+    verifying.cancel()
+    client.capabilities = None  # nothing left to shut down

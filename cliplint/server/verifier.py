@@ -6,6 +6,8 @@ session and its worker are not shared between threads.
 """
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from dataclasses import replace
 from typing import Callable, List, Optional
@@ -47,3 +49,32 @@ class Verifier:
         self.closed = True
         if self.session is not None:
             self.session.close()
+        _stop_starting_workers()
+
+
+WORKER_MODULE = b"cliplint.verify.worker"
+
+
+def _stop_starting_workers() -> None:
+    """A worker still importing TensorFlow is not in the session yet (it joins once ready): stop
+    every worker this process started, by its process group. Linux's /proc lists them; where
+    there is none, such a worker ends by itself once TensorFlow is imported and it reads the
+    closed pipe."""
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return
+    parent = str(os.getpid())
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                ppid = handle.read().rsplit(b")", 1)[1].split()[1].decode()
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read()
+        except (OSError, IndexError):
+            continue
+        if ppid == parent and WORKER_MODULE in command:
+            try:
+                os.killpg(int(entry), signal.SIGKILL)  # the worker leads its own session (group)
+            except OSError:
+                pass
