@@ -107,7 +107,8 @@ def main() -> int:
     debounce = "server default" if args.debounce_ms is None else f"{args.debounce_ms:g} ms"
     print(f"didChange -> publishDiagnostics, {result['lines']}-line file ({result['findings']} findings), "
           f"debounce {debounce}: median {1000 * result['median']:.1f} ms over {args.edits} edits "
-          f"(min {1000 * result['min']:.1f}, max {1000 * result['max']:.1f}); first open {1000 * result['open']:.0f} ms")
+          f"(min {1000 * result['min']:.1f}, max {1000 * result['max']:.1f}); "
+          f"first open {1000 * result['open']:.0f} ms")
     return 0
 
 
