@@ -1,7 +1,8 @@
 """`cliplint.verify` from the editor: the command line's `--verify` session, kept between requests.
 
 TensorFlow starts only when the command is first run (its worker then serves later requests
-without importing it again) and is stopped on shutdown. One verification at a time: the
+without importing it again) and is stopped on shutdown. Each request has the command line's
+time budget. One verification at a time: the
 session and its worker are not shared between threads.
 """
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import replace
 from typing import Callable, List, Optional
 
 from ..findings import Finding
-from ..verify import Session, require_tensorflow
+from ..verify import DEFAULT_BUDGET, Session, require_tensorflow
 
 Progress = Callable[[int, int, Finding], None]  # (done, total, the finding being verified)
 
@@ -29,6 +31,9 @@ class Verifier:
         """The findings with their verdicts; raises ConfigError when TensorFlow is not installed."""
         require_tensorflow()
         with self.running:
+            # The session (and TensorFlow) outlives a request; the time budget is per request, as
+            # for one `cliplint check --verify` run.
+            self._session().deadline = time.monotonic() + DEFAULT_BUDGET
             verified = []
             for done, finding in enumerate(findings):
                 if self.closed:  # shutting down: the rest stay unverified
