@@ -231,8 +231,8 @@ class CliplintServer(LanguageServer):
         finally:
             if token is not None:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="cliplint: verified"))
-        self.verdicts[key] = (snapshot.version, {f: f.verification for f in verified})
-        if self.current_version(key) == snapshot.version:
+        if self.current_version(key) == snapshot.version:  # not edited (nor closed) meanwhile
+            self.verdicts[key] = (snapshot.version, {f: f.verification for f in verified})
             self.publish(snapshot, self._with_verdicts(snapshot, found))
         return [{"uri": part_uri, "code": f.code, "line": f.line, "column": f.column, **(f.verification or {})}
                 for (part_uri, _), f in zip(placed, verified)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..configs import audit
 from ..findings import Finding, bad_input
@@ -109,12 +109,20 @@ def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings) -> Dict[str, List
     return found
 
 
-def _findings(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Finding]:
+def enabled_rules(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[Settings, FrozenSet[str], list]:
+    """The document's settings, enabled codes and rules (none for an excluded file or a config
+    file the auditor skips); raises ConfigError for a broken pyproject.toml."""
     settings = workspace.for_path(snapshot.path, snapshot.root)
     if settings.excluded(snapshot.path) or (snapshot.kind == CONFIG and not settings.audits(snapshot.path)):
-        return []
+        return settings, frozenset(), []
     codes = settings.enabled_codes(snapshot.path)
-    rules = [ALL_RULES[code] for code in codes if code in ALL_RULES]
+    return settings, codes, [ALL_RULES[code] for code in codes if code in ALL_RULES]
+
+
+def _findings(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Finding]:
+    settings, codes, rules = enabled_rules(snapshot, workspace)
+    if not codes:
+        return []
     text = snapshot.parts[0].text
     size = sum(len(part.text) for part in snapshot.parts)
     if size > settings.max_file_size:

@@ -13,9 +13,8 @@ from typing import List, Tuple
 from ..findings import SAFE
 from ..fix import fix_notebook, fix_text, fixes_for
 from ..notebook import cell_sources
-from ..rules import ALL_RULES
-from ..settings import ConfigError, Settings
-from .documents import NOTEBOOK, PYTHON, Snapshot, WorkspaceSettings, notebook_json
+from ..settings import ConfigError
+from .documents import NOTEBOOK, PYTHON, Snapshot, WorkspaceSettings, enabled_rules, notebook_json
 from .edits import Change, change_between
 
 
@@ -29,19 +28,11 @@ class QuickFix:
     change: Change
 
 
-def _settings(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[list, Settings]:
-    settings = workspace.for_path(snapshot.path, snapshot.root)
-    if settings.excluded(snapshot.path):
-        return [], settings
-    codes = settings.enabled_codes(snapshot.path)
-    return [ALL_RULES[code] for code in codes if code in ALL_RULES], settings
-
-
 def quick_fixes(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[QuickFix]:
     if snapshot.kind != PYTHON:
         return []
     try:
-        rules, _ = _settings(snapshot, workspace)
+        _, _, rules = enabled_rules(snapshot, workspace)
     except ConfigError:  # the diagnostics say what is wrong with the settings
         return []
     text = snapshot.parts[0].text
@@ -56,7 +47,7 @@ def quick_fixes(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[QuickF
 def fix_all(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Tuple[str, Change]]:
     """(document URI, change) for every document the fixes change."""
     try:
-        rules, settings = _settings(snapshot, workspace)
+        settings, _, rules = enabled_rules(snapshot, workspace)
     except ConfigError:
         return []
     if not rules:
