@@ -17,7 +17,7 @@ from lsp_client import CONFIG, apply, editor_capabilities, initialize_params, pu
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from cliplint.report.machine import RULES_URL
+from cliplint.report.links import rule_url
 
 pytestmark = pytest.mark.asyncio
 
@@ -111,7 +111,7 @@ async def test_python_open_change_save_close(client: LanguageClient, tmp_path):
     for shown, record in zip(diagnostics, expected):
         assert shown.source == "cliplint" and shown.message == record["message"]
         assert shown.severity == types.DiagnosticSeverity.Error
-        assert shown.code_description.href == RULES_URL.format(code=shown.code) == record["url"]
+        assert shown.code_description.href == rule_url(shown.code) == record["url"]
 
     # The unsaved text is linted: the optimizer fixed in the buffer only.
     fixed = TRAIN.replace("clipnorm=1.0, clipvalue=0.5", "clipnorm=1.0")
@@ -200,7 +200,7 @@ async def test_hover_shows_the_rule_page(client: LanguageClient, tmp_path):
     assert hover.contents.kind == types.MarkupKind.Markdown
     page = hover.contents.value
     assert "# CL001 conflicting-clip-options" in page and "## Why is this bad?" in page and "## Use instead" in page
-    assert RULES_URL.format(code="CL001") in page
+    assert rule_url("CL001") in page
     nothing = await client.text_document_hover_async(types.HoverParams(
         types.TextDocumentIdentifier(uri), types.Position(0, 0)))
     assert nothing is None

@@ -3,17 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..findings import UNREADABLE, Finding
-from ..rules import ALL_RULES
-from .protocol import rule_url
-
-
-def rule_page(code: str) -> str:
-    if code == UNREADABLE.code:
-        page = f"# {UNREADABLE.code} {UNREADABLE.name}\n\n{UNREADABLE.summary} {UNREADABLE.explanation}\n"
-    else:
-        page = ALL_RULES[code].doc()
-    return f"{page}\n[{code} online]({rule_url(code)})\n"
+from ..findings import Finding
+from ..report.links import rule_page, rule_url
 
 
 def hover_text(finding: Finding) -> str:
@@ -22,4 +13,4 @@ def hover_text(finding: Finding) -> str:
     said = f"**{finding.code}** {finding.message}"
     if verdict:
         said += f"\n\nVerified against TensorFlow: **{verdict['verdict']}**: {verdict['evidence']}"
-    return f"{said}\n\n---\n\n{rule_page(finding.code)}"
+    return f"{said}\n\n---\n\n{rule_page(finding.code)}\n[{finding.code} online]({rule_url(finding.code)})\n"

@@ -12,7 +12,7 @@ from lsprotocol import types
 
 from ..facts import split_lines
 from ..findings import Finding
-from ..report.machine import RULES_URL
+from ..report.links import rule_url
 
 SOURCE = "cliplint"
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}
@@ -25,11 +25,6 @@ def lines_of(text: str) -> List[str]:
     if not lines or text.endswith(("\n", "\r")):
         lines.append("")
     return lines
-
-
-def rule_url(code: str) -> str:
-    """The rule's page: the same link the command line's reports carry."""
-    return RULES_URL.format(code=code)
 
 
 def position(lines: Sequence[str], line: int, column: int, units: Units) -> types.Position:
