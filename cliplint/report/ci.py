@@ -1,5 +1,6 @@
 """CI formats: SARIF 2.1.0 (GitHub code scanning), GitHub workflow annotations, JUnit XML,
-GitLab Code Quality. Layouts follow ECOSYSTEM.md; each is tested against its consumer's rules."""
+GitLab Code Quality. Each layout is the one its consumer documents (SARIF's schema is in
+tests/data and validates every SARIF report in the tests); each is tested against its consumer's rules."""
 from __future__ import annotations
 
 import hashlib

@@ -4,8 +4,8 @@ A probe executes the user's own flagged snippet (the constructor call, the clipp
 comprehension or loop, the log expression, the filtering statements, the mutation after
 compile) with the names it needs bound to stand-ins, measures what TensorFlow does, and
 answers `confirmed`, `not-reproduced` or `inconclusive` with one line of evidence. Every
-stand-in that could change the outcome is listed in `assumptions`. The ground truth each
-probe checks is in TF_FACTS.md; where TensorFlow disagrees, the verdict follows TensorFlow.
+stand-in that could change the outcome is listed in `assumptions`. A probe measures what the
+installed TensorFlow does and reports that, never what a rule's message expected.
 
 `common` holds what every probe shares; the probes are grouped by what they replay: `optimizers`
 (CL001, CL002, CL009, config files), `gradients` (CL003, CL005, CL006, CL007) and `numerics`
