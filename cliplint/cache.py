@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import asdict
 from functools import lru_cache
 from typing import List, Optional, Tuple
@@ -63,6 +62,8 @@ class Cache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self._mark_folder()
+            import tempfile  # 10 ms to import: only when an entry is written
+
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 if findings or crashed:

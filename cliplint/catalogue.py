@@ -7,7 +7,6 @@ read with CPython's `ast` instead, so a new rule is selectable before the file i
 """
 from __future__ import annotations
 
-import ast
 import os
 from functools import lru_cache
 from typing import Dict, Tuple
@@ -55,6 +54,8 @@ def rule_modules() -> Tuple[str, ...]:
 
 def _declared(path: str) -> Dict[str, str]:
     """`code` and `name` of the rule classes a module declares, read from its syntax tree."""
+    import ast  # only for a rule module the generated table does not list yet
+
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read(), path)
     found = {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-import tempfile
 import tokenize
 from typing import Optional, Tuple
 
@@ -46,6 +45,8 @@ def write_atomically(path: str, text: str) -> None:
 
 def write_bytes_atomically(path: str, data: bytes) -> None:
     """The same for bytes; an existing file keeps its permissions (a fixed script stays executable)."""
+    import tempfile  # 10 ms to import: only when something is written
+
     directory = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".cliplint-", suffix=".tmp")
     try:

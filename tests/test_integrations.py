@@ -263,14 +263,16 @@ def test_every_link_comes_from_the_project_urls(project, run_cli):
 
 
 def test_the_fallback_urls_are_the_project_urls(monkeypatch):
+    import importlib.metadata
+
     from cliplint.report import links
 
     assert links.FALLBACK == {label: _project_urls()[label] for label in links.FALLBACK}
 
     def not_installed(name):
-        raise links.PackageNotFoundError(name)
+        raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(links, "metadata", not_installed)
+    monkeypatch.setattr(importlib.metadata, "metadata", not_installed)
     links.project_urls.cache_clear()
     try:
         assert links.rule_url("CL004") == f"{_project_urls()['Documentation']}/CL004.md"

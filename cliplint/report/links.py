@@ -9,7 +9,6 @@ them equal to pyproject.toml.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib.metadata import PackageNotFoundError, metadata
 from typing import Dict
 
 from ..findings import UNREADABLE
@@ -23,6 +22,8 @@ FALLBACK = {
 @lru_cache(maxsize=1)
 def project_urls() -> Dict[str, str]:
     """Label -> URL of `[project.urls]`, as installed (`Project-URL: Label, URL` lines)."""
+    from importlib.metadata import PackageNotFoundError, metadata  # 30 ms: only when a URL is shown
+
     try:
         entries = metadata("cliplint").get_all("Project-URL") or []
     except PackageNotFoundError:
