@@ -118,7 +118,7 @@ ATTACKS = [
 # layer 1 stops it (layer 2 guards the machine, not the verdicts of a run it is part of).
 IN_PROCESS_FORGERY = [
     ("forge_by_patching_probe", 5, "",
-     "np.ma.core.builtins.__import__('sys').modules['cliplint.verify.probes'].__setattr__('verdict', "
+     "np.ma.core.builtins.__import__('sys').modules['cliplint.verify.probes.optimizers'].__setattr__('verdict', "
      "lambda *a, **k: {{'verdict': 'confirmed', 'evidence': {f}, 'assumptions': []}})"),
 ]
 # The same expressions inside a CL004 finding (a keyword of the softmax the probe evaluates).
