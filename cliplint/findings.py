@@ -32,6 +32,11 @@ class Finding:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
 
 
+# The Keras optimizer clip options: rules (Python and configs) and the verifier's probes both
+# name them, and the worker must not import the analysis modules, so they live in this leaf.
+CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
+
+
 class ProbeKind(str, enum.Enum):
     """Which probe the verifier runs for a finding (with its rule code): the `kind` of a probe
     payload. A str so a payload stays the same JSON, cache key and worker request as the text."""

@@ -12,6 +12,8 @@ from typing import Dict, Optional
 
 import libcst as cst
 
+from .findings import CLIP_OPTIONS  # noqa: F401 (the rules take it from here with the other names)
+
 # Longest prefix first: each maps a spelling of a namespace to its canonical one.
 _PREFIXES = (
     ("tensorflow.compat.v1.keras.", "keras."),
@@ -120,7 +122,6 @@ OPTIMIZER_CLASSES = frozenset(
     for name in ("Adam", "SGD", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl", "Optimizer")
 )
 OPTIMIZER_FACTORIES = frozenset({"keras.optimizers.get", "keras.optimizers.deserialize"})
-CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
 # Where probabilities come from (the probability model in flow/probabilities.py).
 SOFTMAX = frozenset({
     "tensorflow.nn.softmax", "keras.activations.softmax", "keras.ops.softmax", "keras.backend.softmax"})

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from ..findings import CLIP_OPTIONS
+
 # Pure-computation TensorFlow symbols the probes need (math, nn, clip, reduce, tensors, dtypes).
 _TENSORFLOW = """
     abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant
@@ -111,7 +113,7 @@ ATTRIBUTES = frozenset("""
     shape dtype
 """.split())
 # Attributes a snippet may assign (the CL001/CL002 changes under test).
-SETTABLE = frozenset({"clipnorm", "clipvalue", "global_clipnorm", "learning_rate", "optimizer"})
+SETTABLE = frozenset({*CLIP_OPTIONS, "learning_rate", "optimizer"})
 
 # Builtins that only compute (no attribute access by name, no I/O, no code, no introspection).
 BUILTINS = frozenset("""

@@ -15,12 +15,12 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
 from ..rebuild import SYMBOL_PREFIX, check_worker_code
 
 KERAS = tf.keras
 LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
-CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
 VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
 PLACEHOLDER = 1.0
 RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
