@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from .names import canonical, dotted_name
+from .names import canonical
 
 # Expressions that need no parentheses as the operand of a unary minus, a call or a subscript.
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float, cst.SimpleString,
@@ -114,8 +114,3 @@ def statement_line(ctx, node: cst.CSTNode) -> Optional[cst.SimpleStatementLine]:
     parent = ctx.parent.get(node)
     return parent if isinstance(parent, cst.SimpleStatementLine) else None
 
-
-def root_name(expr: cst.BaseExpression) -> Optional[str]:
-    """The first name of a dotted expression: `tf` in `tf.nn.softmax`."""
-    text = dotted_name(expr)
-    return text.split(".")[0] if text else None
