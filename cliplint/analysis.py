@@ -12,7 +12,7 @@ import gc
 import re
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
@@ -29,29 +29,24 @@ from .suppress import ALL, file_noqa, noqa_comments, suppressed
 _CONFIG = cst.PartialParserConfig(python_version=cst.KNOWN_PYTHON_VERSION_STRINGS[-1])
 
 
-class Context:
-    """One parsed module, indexed once, shared by every rule."""
+class TreeIndex:
+    """One walk of a tree: each node's parent, pre- and post-order number, and the nodes of
+    each type in source order. Built for a module, or for each top-level statement and then
+    joined: an editor's unchanged statements keep theirs from one version to the next.
 
-    def __init__(self, path: str, source: str, module: cst.Module) -> None:
-        self.path = path
-        self.source = source
-        self.module = module
-        self.imports = ImportTable()
+    Rules only compare the numbers, so a statement's may start anywhere (`first`) as long as
+    the statements' ranges keep their source order."""
+
+    __slots__ = ("parent", "pre", "post", "by_type", "first", "size")
+
+    def __init__(self, root: cst.CSTNode, first: int = 0) -> None:
+        counter = self.first = first
         self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {}
         self.pre: Dict[cst.CSTNode, int] = {}
         self.post: Dict[cst.CSTNode, int] = {}
-        self._by_type: Dict[type, List[cst.CSTNode]] = {}
-        self._call_names: Dict[cst.CSTNode, Optional[str]] = {}
-        self._index(module)
-        for node in self.nodes(cst.Import, cst.ImportFrom):
-            self.imports.add(node)
-        self.flow = Flow(self)
-
-    def _index(self, module: cst.Module) -> None:
-        """One walk: parent, pre-order and post-order number, and a list per node type."""
-        counter = 0
-        stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [(module, None, False)]
-        by_type, pre, post, parent = self._by_type, self.pre, self.post, self.parent
+        self.by_type: Dict[type, List[cst.CSTNode]] = {}
+        by_type, pre, post, parent = self.by_type, self.pre, self.post, self.parent
+        stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [(root, None, False)]
         while stack:
             node, above, leaving = stack.pop()
             if leaving:
@@ -67,6 +62,91 @@ class Context:
                 stack.append((node, above, True))
                 stack.extend((child, node, False) for child in reversed(children(node)))
             counter += 1
+        self.size = counter - first
+
+    @classmethod
+    def joined(cls, module: cst.Module, statements: Sequence["TreeIndex"]) -> "TreeIndex":
+        """The index of `module` from those of its top-level statements (merging dicts reuses
+        their stored hashes: no node is hashed again)."""
+        index = cls.__new__(cls)
+        index.parent, index.pre, index.post, index.by_type = {}, {}, {}, {}
+        for part in statements:
+            index.parent.update(part.parent)
+            index.pre.update(part.pre)
+            index.post.update(part.post)
+            for kind, nodes in part.by_type.items():
+                if kind in index.by_type:
+                    index.by_type[kind].extend(nodes)
+                else:
+                    index.by_type[kind] = list(nodes)
+        index._root(module, None)
+        return index
+
+    def splice(self, module: cst.Module, removed: Sequence["TreeIndex"], added: Sequence["TreeIndex"]) -> None:
+        """In place: the index of `module`, which has the statements of `added` where the
+        previous module had those of `removed` (the work is the size of the edit)."""
+        previous = next(iter(self.by_type[cst.Module]))
+        for part in removed:
+            for kind, nodes in part.by_type.items():
+                listed = self.by_type[kind]
+                at = _first_after(listed, part.pre[nodes[0]], self.pre)
+                del listed[at:at + len(nodes)]
+            for numbers in (self.parent, self.pre, self.post):
+                for node in part.pre:
+                    del numbers[node]
+        for part in added:
+            self.parent.update(part.parent)
+            self.pre.update(part.pre)
+            self.post.update(part.post)
+            for kind, nodes in part.by_type.items():
+                listed = self.by_type.setdefault(kind, [])
+                at = _first_after(listed, part.pre[nodes[0]], self.pre)
+                listed[at:at] = nodes
+        self._root(module, previous)
+
+    def _root(self, module: cst.Module, previous: Optional[cst.Module]) -> None:
+        """Number the module around its statements and make it their parent."""
+        for numbers in (self.parent, self.pre, self.post):
+            numbers.pop(previous, None)
+        self.parent[module], self.pre[module] = None, -1
+        for statement in module.body:
+            self.parent[statement] = module
+        self.post[module] = self.post[module.body[-1]] + 1 if module.body else 0
+        self.by_type[cst.Module] = [module]
+        self.first, self.size = -1, self.post[module] + 2
+
+
+def _first_after(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
+    """Where a node numbered `number` goes in `nodes` (in source order). Python 3.9's bisect
+    takes no key."""
+    low, high = 0, len(nodes)
+    while low < high:
+        middle = (low + high) // 2
+        if pre[nodes[middle]] < number:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+class Context:
+    """One parsed module, indexed once, shared by every rule."""
+
+    def __init__(self, path: str, source: str, module: cst.Module, index: Optional[TreeIndex] = None,
+                 texts: Optional[Dict[cst.CSTNode, str]] = None) -> None:
+        """`index`: the module's, when the caller has it; `texts`: node -> code, kept by a caller
+        whose next module reuses nodes (the code of a node depends on nothing else)."""
+        self.path = path
+        self.source = source
+        self.module = module
+        self.imports = ImportTable()
+        index = index or TreeIndex(module)
+        self.parent, self.pre, self.post, self._by_type = index.parent, index.pre, index.post, index.by_type
+        self._call_names: Dict[cst.CSTNode, Optional[str]] = {}
+        self._texts = texts if texts is not None else {}
+        for node in self.nodes(cst.Import, cst.ImportFrom):
+            self.imports.add(node)
+        self.flow = Flow(self)
 
     def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
         """All nodes of the given types, in source order."""
@@ -100,7 +180,10 @@ class Context:
         return self._call_names[node]
 
     def text(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+        code = self._texts.get(node)
+        if code is None:
+            code = self._texts[node] = self.module.code_for_node(node)
+        return code
 
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
@@ -208,10 +291,12 @@ def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> T
     return [finding for finding, _ in located] + crashed, bool(crashed)
 
 
-def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None
+def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None,
+               positions: Optional[Callable[["Context"], "Positions"]] = None
                ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
     """Every rule on one parsed module: (finding, the rule's report) for each finding that is not
-    suppressed, and a CL000 finding for each rule that crashed. The fixer needs the reports."""
+    suppressed, and a CL000 finding for each rule that crashed. The fixer needs the reports.
+    `positions` places the findings (by default `Positions` over `lines`)."""
     reports: List[Tuple[object, Report]] = []
     crashed: List[Finding] = []
     for rule in rules:
@@ -222,10 +307,11 @@ def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = Non
                 ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
     if not reports:
         return [], crashed
-    return _locate(ctx, reports, lines), crashed
+    placed = positions(ctx) if positions is not None else Positions(ctx, lines)
+    return _locate(ctx, reports, placed), crashed
 
 
-class _Offsets(CodegenState):
+class SpanRecorder(CodegenState):
     """libcst's code generation, recording each node's syntactic span as two character offsets.
 
     The same spans as `PositionProvider` (whose states this mirrors), at a fraction of the
@@ -284,8 +370,7 @@ class Positions:
     def __init__(self, ctx: Context, lines: Optional[List[int]] = None) -> None:
         self.ctx = ctx
         self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
-        ends = accumulate(len(line) for line in split_lines(ctx.source) if line.endswith(("\n", "\r")))
-        self.line_starts = [0, *ends]
+        self.line_starts = line_starts(ctx.source)
         self.offsets = self._statement_offsets(lines)
         if self.offsets is None:
             self._generate(ctx.module, 0)
@@ -305,7 +390,7 @@ class Positions:
         return offsets if index == len(lines) else None
 
     def _generate(self, node: cst.CSTNode, offset: int) -> str:
-        state = _Offsets(self.ctx.module, offset)
+        state = SpanRecorder(self.ctx.module, offset)
         node._codegen(state)
         self.spans.update(state.spans)
         return "".join(state.tokens)
@@ -336,9 +421,13 @@ class Positions:
         return (*self._point(start), *self._point(end))
 
 
-def _locate(ctx: Context, reports: List[Tuple[object, Report]], lines: Optional[List[int]]
+def line_starts(source: str) -> List[int]:
+    """The offset where each line of `source` starts."""
+    return [0, *accumulate(len(line) for line in split_lines(source) if line.endswith(("\n", "\r")))]
+
+
+def _locate(ctx: Context, reports: List[Tuple[object, Report]], positions: "Positions"
             ) -> List[Tuple[Finding, Report]]:
-    positions = Positions(ctx, lines)
     noqa = noqa_comments(ctx.source)
     file_level, file_codes = file_noqa(ctx.source)
     located: Dict[Tuple, Tuple[Finding, Report]] = {}

@@ -15,7 +15,7 @@ import json
 import re
 import warnings
 from dataclasses import replace
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .files import decode_python
 from .findings import Finding, bad_input, is_syntax_error
@@ -93,7 +93,9 @@ def code_cells(path: str, data: bytes) -> Tuple[List[Tuple[int, str]], Optional[
     return found, None
 
 
-def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tuple[List[Finding], bool]:
+def lint_notebook(path: str, data: bytes, rules: Sequence, display: str, lint: Callable = lint_text
+                  ) -> Tuple[List[Finding], bool]:
+    """`lint`: `lint_text`, or an editor buffer's incremental `Document.lint`."""
     sources, failure = code_cells(display, data)
     if failure is not None:
         return [failure], False
@@ -103,7 +105,7 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str) -> Tupl
         _, undecodable = decode_python(display, program.text.encode("utf-8"))
         if undecodable is not None:
             return [undecodable], False
-        findings, crashed = lint_text(path, program.text, rules, display)
+        findings, crashed = lint(path, program.text, rules, display)
         syntax = next((f for f in findings if is_syntax_error(f)), None)
         if syntax is None:
             return broken + [program.to_cell(f) for f in findings], crashed

@@ -2,14 +2,17 @@
 
 Everything that touches the protocol runs on pygls' event loop; linting runs on one worker
 thread and verification on another, so a slow file or a TensorFlow probe never delays a reply.
-A change schedules a lint after a short debounce (a newer change cancels it); a result whose
-document has moved on to another version is dropped, never published.
+Linting is incremental (each open document keeps its parsed statements between versions) and
+debounced on the leading edge: a change is linted at once unless a lint of that document
+started less than the debounce ago; then it waits out the rest, and a newer change replaces
+it. A result whose document has moved on to another version is dropped, never published.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Tuple
@@ -23,7 +26,7 @@ from .. import __version__
 from ..findings import UNREADABLE, Finding
 from ..settings import ConfigError
 from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
-from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
+from .documents import NOTEBOOK, Buffers, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
 from .edits import noqa_edit
 from .fixes import fix_all, quick_fixes
 from .pages import hover_text
@@ -31,7 +34,7 @@ from .protocol import contains, diagnostic, lines_of, overlaps
 from .verifier import Verifier
 
 VERIFY_COMMAND = "cliplint.verify"
-DEFAULT_DEBOUNCE = 0.03  # seconds: coalesces a burst of keystrokes, far below what a person notices
+DEFAULT_DEBOUNCE = 0.05  # seconds between two lints of one document: a burst of keystrokes coalesces
 DEFAULT_VERIFY_TIMEOUT = 30.0
 SETTINGS_FILE = "pyproject.toml"
 
@@ -56,6 +59,8 @@ class CliplintServer(LanguageServer):
         self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-lint")
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
         self.settings = WorkspaceSettings()  # used by the lint thread only
+        self.buffers = Buffers()  # each open document's parsed statements (the lint thread's)
+        self.started: Dict[str, float] = {}  # key -> when its last lint started (monotonic)
         self.debounce = DEFAULT_DEBOUNCE
         self.verifier = Verifier(DEFAULT_VERIFY_TIMEOUT)
         self.pending: Dict[str, asyncio.Task] = {}
@@ -124,11 +129,13 @@ class CliplintServer(LanguageServer):
 
     # Linting -------------------------------------------------------------------------------
 
-    def schedule(self, key: str, delay: float) -> None:
-        """Lint `key` after `delay` seconds, replacing a lint already waiting for it."""
+    def schedule(self, key: str, debounce: float) -> None:
+        """Lint `key` once `debounce` seconds have passed since its last lint started (at once
+        if they have), replacing a lint already waiting for it."""
         waiting = self.pending.pop(key, None)
         if waiting is not None:
             waiting.cancel()
+        delay = max(0.0, self.started.get(key, float("-inf")) + debounce - time.monotonic())
         self.pending[key] = asyncio.ensure_future(self._lint_later(key, delay))
 
     async def _lint_later(self, key: str, delay: float) -> None:
@@ -145,8 +152,9 @@ class CliplintServer(LanguageServer):
 
     async def lint(self, snapshot: Snapshot) -> Optional[Dict[str, List[Finding]]]:
         """Lint on the worker thread and publish, unless the document changed meanwhile."""
+        self.started[snapshot.key] = time.monotonic()
         found = await asyncio.get_running_loop().run_in_executor(
-            self.lint_pool, diagnose, snapshot, self.settings)
+            self.lint_pool, diagnose, snapshot, self.settings, self.buffers)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
         self.results[snapshot.key] = (snapshot.version, found)
@@ -184,6 +192,8 @@ class CliplintServer(LanguageServer):
             waiting.cancel()
         self.verdicts.pop(key, None)
         self.results.pop(key, None)
+        self.started.pop(key, None)
+        self.buffers.forget(key)
         for what in [entry for entry in self.computed if entry[0] == key]:
             del self.computed[what]
         self.clear(uris + list(self.cells_published.pop(key, ())))

@@ -1,7 +1,8 @@
 """What the server lints: an editor's unsaved text to findings, as `cliplint check` finds them on disk.
 
 A `Snapshot` is taken on the message loop (the text at one version) and linted on a worker
-thread. The rules, the notebook reader and the config auditor are the command line's own; only
+thread, incrementally: each open document keeps its parsed statements between versions
+(`incremental.Document`). The rules, the notebook reader and the config auditor are the command line's own; only
 the bytes come from the editor instead of the file. Every failure inside cliplint becomes a
 CL000 finding in that document: the server itself never stops for one document.
 """
@@ -14,7 +15,8 @@ from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..configs import audit
 from ..findings import Finding, bad_input
-from ..lint import lint_text, prefilter
+from ..incremental import Document
+from ..lint import prefilter
 from ..notebook import lint_notebook
 from ..rules import ALL_RULES
 from ..settings import CONFIG_SUFFIXES, Config, ConfigError, Settings
@@ -87,6 +89,24 @@ class WorkspaceSettings:
         self.seen.update(stamps)
 
 
+class Buffers:
+    """The parsed state of each open document, kept between its versions so that an edit
+    re-parses only the statements it touched. Used by the linting thread; `forget` may come
+    from the message loop (a document the thread still holds stays whole until it is done)."""
+
+    def __init__(self) -> None:
+        self.documents: Dict[str, Document] = {}
+
+    def of(self, key: str) -> Document:
+        document = self.documents.get(key)
+        if document is None:
+            document = self.documents[key] = Document()
+        return document
+
+    def forget(self, key: str) -> None:
+        self.documents.pop(key, None)
+
+
 def _mtime(path: str) -> Optional[int]:
     try:
         return os.stat(path).st_mtime_ns
@@ -94,11 +114,14 @@ def _mtime(path: str) -> Optional[int]:
         return None
 
 
-def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings) -> Dict[str, List[Finding]]:
-    """Findings per published document (an empty list clears a document's diagnostics)."""
+def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, buffers: Optional[Buffers] = None
+             ) -> Dict[str, List[Finding]]:
+    """Findings per published document (an empty list clears a document's diagnostics).
+    `buffers`: what earlier versions parsed (None: parse from scratch)."""
     found: Dict[str, List[Finding]] = {part.uri: [] for part in snapshot.parts}
+    document = buffers.of(snapshot.key) if buffers is not None else Document()
     try:
-        findings = _findings(snapshot, workspace)
+        findings = _findings(snapshot, workspace, document)
     except ConfigError as err:
         findings = [bad_input(snapshot.path, f"configuration error: {err}")]
     except Exception as err:  # a bug in cliplint costs this document its findings, not the server
@@ -119,7 +142,7 @@ def enabled_rules(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[Set
     return settings, codes, [ALL_RULES[code] for code in codes if code in ALL_RULES]
 
 
-def _findings(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Finding]:
+def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, document: Document) -> List[Finding]:
     settings, codes, rules = enabled_rules(snapshot, workspace)
     if not codes:
         return []
@@ -129,11 +152,11 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings) -> List[Finding]
         return [bad_input(snapshot.path, f"file is {size:,} characters, above max-file-size "
                                          f"({settings.max_file_size:,}); not linted")]
     if snapshot.kind == NOTEBOOK:
-        findings = _notebook(snapshot, rules)
+        findings = _notebook(snapshot, rules, document)
     elif snapshot.kind == CONFIG:
         findings = audit(snapshot.path, text.encode("utf-8", "surrogatepass"), rules, snapshot.path)
     elif prefilter(text.encode("utf-8", "surrogatepass"), rules):
-        findings, _ = lint_text(snapshot.path, text.lstrip("\ufeff"), rules, snapshot.path)
+        findings, _ = document.lint(snapshot.path, text.lstrip("\ufeff"), rules, snapshot.path)
     else:
         findings = []
     return [finding for finding in findings if finding.code in codes]
@@ -147,11 +170,11 @@ def notebook_json(snapshot: Snapshot) -> bytes:
     return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
 
 
-def _notebook(snapshot: Snapshot, rules: Sequence) -> List[Finding]:
+def _notebook(snapshot: Snapshot, rules: Sequence, document: Document) -> List[Finding]:
     data = notebook_json(snapshot)
     if not prefilter(data, rules):
         return []
-    findings, _ = lint_notebook(snapshot.path, data, rules, snapshot.path)
+    findings, _ = lint_notebook(snapshot.path, data, rules, snapshot.path, document.lint)
     return findings
 
 

@@ -1,0 +1,350 @@
+"""An editor's successive versions of one Python file: only the top-level statements an edit
+touched are parsed, indexed and placed again. The rules still run on the whole module, so
+findings that depend on other statements (a compile in one method, the optimizer changed in
+another) are found exactly as on the command line.
+
+A version is a header, pieces and a footer. A piece is one top-level statement with its code
+as libcst writes it back: the comment and blank lines it owns before it (`leading_lines`) and,
+for a compound statement, the ones its last block owns after it. Header, pieces and footer, in
+order, are the text. After an edit, the pieces the changed characters touch are parsed again as
+a module of their own; every other piece keeps its statement node, its index and its spans.
+
+That region parses to the statements a parse of the whole text gives when: it starts after a
+complete top-level statement and ends before the next one; nothing in it could continue the
+statement before it (`else:`, a dangling decorator: the region alone does not parse); the
+comment lines at its edges cannot change owner (the piece before is taken in when the edit
+reaches into a piece's leading lines, the piece after when its leading lines are indented);
+and it agrees with the whole text on the indentation and newline libcst infers. Whenever one of
+these cannot be shown cheaply, the whole text is parsed instead: slower, same result. The tests
+check each version's tree against a parse of the whole text.
+"""
+from __future__ import annotations
+
+import gc
+import re
+from bisect import bisect_right
+from dataclasses import replace
+from itertools import accumulate
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from .analysis import Context, Positions, SpanRecorder, TreeIndex, line_starts, parse, reports_of
+from .findings import Finding, bad_input
+from .lint import facts_of, lint_text
+
+_INDENTED_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]")
+_GROWTH = 8  # a region that keeps needing its next piece is parsed whole instead
+_ROOM = 1 << 20  # node numbers left free around a statement, for it to grow into edit after edit
+
+
+class Piece:
+    """One top-level statement: its node, its code's length, where its first token starts
+    (after its leading lines) and its nodes' spans, relative to the piece's start; and its
+    index, numbered where the document puts it."""
+
+    __slots__ = ("statement", "code", "length", "first_token", "spans", "index")
+
+    def __init__(self, statement: cst.BaseStatement, region: cst.Module) -> None:
+        state = SpanRecorder(region)
+        statement._codegen(state)
+        self.statement = statement
+        self.code = "".join(state.tokens)
+        self.length = len(self.code)
+        self.spans = state.spans
+        self.first_token = state.spans[statement][0]
+        self.index: Optional[TreeIndex] = None
+
+    @property
+    def has_block(self) -> bool:
+        return cst.IndentedBlock in self.index.by_type
+
+    @property
+    def end(self) -> int:
+        """The number after its last node's."""
+        return self.index.first + self.index.size
+
+
+class Region:
+    """What an edit replaces: the pieces `first`..`last` (-1 and len(pieces) stand for the
+    header and the footer) and their span `start`..`end` in the previous text."""
+
+    def __init__(self, first: int, last: int, start: int, end: int) -> None:
+        self.first, self.last, self.start, self.end = first, last, start, end
+
+
+class Document:
+    """The parsed state of one editor buffer, brought up to date version by version."""
+
+    def __init__(self) -> None:
+        self.text: Optional[str] = None  # the last text that parsed
+        self.pieces: List[Piece] = []
+        self.starts: List[int] = []  # each piece's offset in `text`
+        self.header: Sequence[cst.EmptyLine] = ()
+        self.footer: Sequence[cst.EmptyLine] = ()
+        self.header_length = self.footer_start = 0
+        self.module: Optional[cst.Module] = None
+        self.index: Optional[TreeIndex] = None
+        self.texts: Dict[cst.CSTNode, str] = {}  # code of the nodes rules asked for (snippets, messages)
+        self.reparsed = 0  # characters parsed by the last update (the benchmark reports it)
+        self.failure: Optional[Tuple[str, Finding]] = None  # (text, why) when the whole text did not parse
+
+    # Linting -------------------------------------------------------------------------------
+
+    def lint(self, path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
+        """What `lint_text` gives for `text` (findings, a rule crashed), reusing what the last
+        version parsed."""
+        if not rules:
+            return [], False
+        collecting = gc.isenabled()
+        gc.disable()  # see lint_module: the trees are acyclic
+        try:
+            if not self.update(text):
+                return self._unparsed(path, text, rules, shown)
+            try:
+                ctx = Context(shown, text, self.module, self.index, self.texts)
+                located, crashed = reports_of(ctx, rules, positions=self._positions)
+            except RecursionError:
+                return [bad_input(shown, "file is nested too deeply to analyse")], False
+            return [finding for finding, _ in located] + crashed, bool(crashed)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _unparsed(self, path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
+        """A text libcst cannot parse whole: the command line's answer."""
+        if self.failure is not None and self.failure[0] == text and facts_of(text) is None:
+            return [replace(self.failure[1], path=shown)], False  # lint_text's, when CPython cannot parse it either
+        return lint_text(path, text, rules, shown)
+
+    def _positions(self, ctx: Context) -> "PiecePositions":
+        return PiecePositions(ctx, dict(zip((piece.statement for piece in self.pieces),
+                                            zip(self.starts, self.pieces))))
+
+    # Keeping the pieces up to date ---------------------------------------------------------
+
+    def update(self, text: str) -> bool:
+        """Bring the pieces up to `text`; False when libcst cannot parse it (or its code does
+        not write back to the text): the caller lints it the command line's way."""
+        if text == self.text:
+            self.reparsed = 0
+            return True
+        if self.text is not None:
+            region = self._region(text)
+            for _ in range(_GROWTH):
+                grown = self._splice(text, region)
+                if grown is None:
+                    return True
+                if grown is False:
+                    break
+                region = grown
+        return self._splice(text, Region(-1, len(self.pieces), 0, len(self.text or ""))) is None
+
+    def _whole(self, region: Region) -> bool:
+        return region.start == 0 and region.end == len(self.text or "")
+
+    def _region(self, text: str) -> Region:
+        old = self.text
+        same_start = _common_prefix(old, text)
+        same_end = _common_suffix(old, text, min(len(old), len(text)) - same_start)
+        first = min(self._piece_at(same_start), len(self.pieces) - 1)  # the footer: the last block may own it
+        if 0 < first and same_start <= self.starts[first] + self.pieces[first].first_token \
+                and isinstance(self.pieces[first - 1].statement, cst.BaseCompoundStatement):
+            first -= 1  # the edit reaches into the leading lines: the block before may own them now
+        last = max(self._piece_at(len(old) - same_end), first, 0)
+        if last + 1 < len(self.pieces) and self._leading_indented(last + 1):
+            last += 1  # the edited block could own those lines now
+        return self._span(first, last)
+
+    def _span(self, first: int, last: int) -> Region:
+        if first <= 0:
+            first = -1  # the first statement's leading lines are the module's header
+        if last >= len(self.pieces) - 1:
+            last = len(self.pieces)  # the last block could own footer lines
+        start = 0 if first < 0 else self.starts[first]
+        end = len(self.text) if last >= len(self.pieces) else self.starts[last] + self.pieces[last].length
+        return Region(first, last, start, end)
+
+    def _piece_at(self, offset: int) -> int:
+        if offset < self.header_length:
+            return -1
+        if offset >= self.footer_start:
+            return len(self.pieces)
+        return bisect_right(self.starts, offset) - 1
+
+    def _leading_indented(self, number: int) -> bool:
+        start = self.starts[number]
+        return _INDENTED_LINE.search(self.text, start, start + self.pieces[number].first_token) is not None
+
+    def _splice(self, text: str, region: Region):
+        """Parse `region` of `text` and put its pieces in place: None when done, a larger
+        region to try instead, or False when only a parse of the whole text will do."""
+        old_length = len(self.text or "")
+        end = region.end + len(text) - old_length
+        source = text[region.start:end]
+        parsed, failure = parse("", source)
+        if failure is not None:
+            if self._whole(region):
+                self.failure = (text, failure)
+            return False
+        at_start, at_end = region.start == 0, region.end == old_length
+        if not at_end and (parsed.footer or not parsed.has_trailing_newline):
+            return self._span(region.first, region.last + 1)  # trailing lines: the next statement's
+        if not at_start and not parsed.body:
+            return self._span(region.first, region.last + 1) if not at_end else False
+        body = list(parsed.body)
+        if not at_start and parsed.header:
+            body[0] = body[0].with_changes(leading_lines=(*parsed.header, *body[0].leading_lines))
+        new = [Piece(statement, parsed) for statement in body]
+        if not self._writes_back(source, parsed, new, at_start, at_end):
+            return False
+        kept_before = self.pieces[:max(region.first, 0)]
+        replaced = self.pieces[max(region.first, 0):region.last + 1]
+        kept_after = self.pieces[region.last + 1:] if region.last < len(self.pieces) else []
+        renumbered = not _number(new, kept_before[-1].end if kept_before else 0,
+                                 kept_after[0].index.first if kept_after else None)
+        if renumbered:
+            _number(kept_before + new + kept_after, 0, None)
+        settings = self._module_settings(parsed, new, kept_before, kept_after, region, source)
+        if settings is None:
+            return False
+        if at_start:
+            self.header = parsed.header
+        if at_end:
+            self.footer = parsed.footer
+        self.pieces = kept_before + new + kept_after
+        self.text = text
+        self.reparsed = len(source)
+        self._assemble(settings, None if renumbered or self._whole(region) else (replaced, new))
+        return None
+
+    def _writes_back(self, source: str, parsed: cst.Module, new: List[Piece], at_start: bool, at_end: bool) -> bool:
+        """The region's header, pieces and footer write back exactly its text."""
+        state = SpanRecorder(parsed)
+        for line in parsed.header if at_start else ():
+            line._codegen(state)
+        head = "".join(state.tokens)
+        state = SpanRecorder(parsed)
+        for line in parsed.footer if at_end else ():
+            line._codegen(state)
+        if at_end and not parsed.has_trailing_newline:
+            state.pop_trailing_newline()
+        code = "".join((head, *(piece.code for piece in new), "".join(state.tokens)))
+        if at_end and not parsed.has_trailing_newline and not parsed.footer and new:
+            code = code[:-len(parsed.default_newline)]  # the last statement's newline was not in the text
+        return code == source  # libcst does not write back every text it parses (odd continuations)
+
+    def _module_settings(self, parsed: cst.Module, new: List[Piece], before: List[Piece], after: List[Piece],
+                         region: Region, source: str) -> Optional[Tuple[str, str, str, bool]]:
+        """(default indent, default newline, encoding, trailing newline) of the whole text, or
+        None when the region's own would change how the kept pieces were read."""
+        module = self.module
+        if module is None or self._whole(region):
+            return parsed.default_indent, parsed.default_newline, parsed.encoding, parsed.has_trailing_newline
+        indent, newline = module.default_indent, module.default_newline
+        encoding = parsed.encoding if region.start == 0 else module.encoding
+        trailing = parsed.has_trailing_newline if region.end == len(self.text) else module.has_trailing_newline
+        if ("\n" in source or "\r" in source) and parsed.default_newline != newline:
+            return None  # libcst infers the first newline's kind: a mixed file is parsed whole
+        blocks_in_region = any(piece.has_block for piece in new)
+        if any(piece.has_block for piece in before):
+            if blocks_in_region and parsed.default_indent != indent:
+                return None
+        elif blocks_in_region:
+            if parsed.default_indent != indent and any(piece.has_block for piece in after):
+                return None
+            indent = parsed.default_indent
+        elif any(piece.has_block for piece in self.pieces[max(region.first, 0):region.last + 1]):
+            return None  # the file's first block went away: the next one decides the indent
+        return indent, newline, encoding, trailing
+
+    def _assemble(self, settings: Tuple[str, str, str, bool],
+                  change: Optional[Tuple[List[Piece], List[Piece]]]) -> None:
+        """The module of the pieces, and its index: `change` (pieces removed, pieces added)
+        updates the last one, None builds it anew."""
+        indent, newline, encoding, trailing = settings
+        self.module = cst.Module(body=tuple(piece.statement for piece in self.pieces), header=self.header,
+                                 footer=self.footer, encoding=encoding, default_indent=indent,
+                                 default_newline=newline, has_trailing_newline=trailing)
+        self.header_length = _lines_length(self.module, self.header)
+        self.starts = list(accumulate((piece.length for piece in self.pieces[:-1]), initial=self.header_length)) \
+            if self.pieces else []
+        self.footer_start = self.starts[-1] + self.pieces[-1].length if self.pieces else self.header_length
+        if change is None or self.index is None:
+            self.index = TreeIndex.joined(self.module, [piece.index for piece in self.pieces])
+            self.texts = {}
+        else:
+            removed, added = change
+            for piece in removed:
+                for node in piece.spans:
+                    self.texts.pop(node, None)
+            self.texts.pop(self.index.by_type[cst.Module][0], None)
+            self.index.splice(self.module, [piece.index for piece in removed], [piece.index for piece in added])
+
+
+class PiecePositions(Positions):
+    """`Positions` from each piece's spans, kept since the piece was parsed: no code generation."""
+
+    def __init__(self, ctx: Context, where: Dict[cst.CSTNode, Tuple[int, Piece]]) -> None:
+        self.ctx = ctx
+        self.spans: Dict[cst.CSTNode, Tuple[int, int]] = {}
+        self.line_starts = line_starts(ctx.source)
+        self.where = where
+
+    def get(self, node: cst.CSTNode) -> Tuple[int, int, int, int]:
+        top = self._top(node)
+        if top is None:  # the module itself
+            if node not in self.spans:
+                self._generate(self.ctx.module, 0)
+            return super().get(node)
+        offset, piece = self.where[top]
+        start, end = piece.spans[node]
+        return (*self._point(offset + start), *self._point(offset + end))
+
+
+def _number(pieces: List[Piece], low: int, high: Optional[int]) -> bool:
+    """Index `pieces` with node numbers between `low` and `high` (None: no bound), room left
+    around each; False when they do not fit."""
+    if high is None:
+        for piece in pieces:
+            piece.index = TreeIndex(piece.statement, low + _ROOM)
+            low = piece.end
+        return True
+    sizes = [TreeIndex(piece.statement).size for piece in pieces]
+    room = (high - low - sum(sizes)) // (len(pieces) + 1)
+    if room < 1:
+        return False
+    for piece in pieces:
+        piece.index = TreeIndex(piece.statement, low + room)
+        low = piece.end
+    return True
+
+
+def _lines_length(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> int:
+    state = SpanRecorder(module)
+    for line in lines:
+        line._codegen(state)
+    return state.offset
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-speed comparisons)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle:] == b[len(b) - middle:]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
