@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import pytest_lsp
@@ -30,6 +31,7 @@ TRAIN = (
     "\n"
     "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n"
 )
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 NOQA = "# noqa"  # kept apart from the codes in expected texts, where ruff would take it for its own comment
 CONFLICTING_YAML = "optimizer:\n  name: adam\n  clipnorm: 1.0\n  clipvalue: 0.5\n"
 
@@ -134,6 +136,33 @@ async def test_python_open_change_save_close(client: LanguageClient, tmp_path):
     mark = len(client.published)
     client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
     assert await published(client, uri, mark) == []
+
+
+async def test_edits_in_one_statement_relint_the_whole_module(client: LanguageClient, tmp_path):
+    """The server re-parses only the statements an edit touches, yet every version gets the
+    command line's findings: an import edited away and back changes findings in other functions."""
+    text = (FIXTURES / "two_stage_training.py").read_text(encoding="utf-8")
+    uri = (tmp_path / "train.py").as_uri()
+    await open_document(client, uri, text)
+    edits = [((2, 19), (2, 24), "kx"),  # `import tf_keras as kx`: `keras.optimizers.Adam` at line 54 is unknown now
+             ((2, 19), (2, 21), "keras"),  # and back
+             ((27, 0), (27, 0), "\n    # one more line above\n"),  # positions below move
+             ((29, 0), (30, 0), "")]  # the re-compile deleted: its clipnorm change is a finding now
+    counts = []
+    for version, (start, end, typed) in enumerate(edits, 2):
+        changed = types.Range(types.Position(*start), types.Position(*end))
+        mark = len(client.published)
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=changed, text=typed)]))
+        text = apply(text, [types.TextEdit(changed, typed)])
+        diagnostics = await published(client, uri, mark, version)
+        (tmp_path / "train.py").write_text(text, encoding="utf-8")
+        expected = cli_findings(tmp_path, "train.py")
+        assert [(d.code, span(d)) for d in diagnostics] == [(r["code"], utf16_span(text, r)) for r in expected]
+        counts.append(len(expected))
+    assert counts == [3, 4, 4, 5]
+    assert [r["line"] for r in expected if r["code"] == "CL002"] == [18, 27, 38, 48, 55]
 
 
 async def test_noqa_code_action_produces_the_expected_text(client: LanguageClient, tmp_path):
