@@ -229,9 +229,11 @@ def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]
 
 
 def _syntax_error(path: str, text: str, err: cst.ParserSyntaxError) -> Finding:
-    """CPython's own message and position where it has one: clearer than the CST parser's."""
+    """CPython's own message and position where it has one: clearer than the CST parser's.
+    Compiled under a name that is no file: given a path, CPython reads the line back from the
+    disk to place the error, and an editor's unsaved text is not what is on the disk."""
     try:
-        compile(text, path, "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
+        compile(text, "<cliplint>", "exec", dont_inherit=True, flags=ast.PyCF_ONLY_AST)
     except SyntaxError as py_err:
         if py_err.lineno:
             return syntax_error(path, py_err.msg, py_err.lineno, max(py_err.offset or 1, 1))

@@ -139,6 +139,17 @@ def test_syntax_error_then_fixed():
     assert document.reparsed < len(text), "the statements kept from before the error were reused"
 
 
+def test_syntax_error_in_an_unsaved_buffer_is_placed_in_the_buffer(tmp_path):
+    """CPython, given a file name, reads the error's line back from the disk to place it: the
+    editor's text is placed, not the saved file's (which has an empty line there)."""
+    saved = tmp_path / "train.py"
+    saved.write_text("import tensorflow as tf\n\nvalue = tf.math.log(tf.nn.softmax(x))\n")
+    unsaved = "import tensorflow as tf\n        x = 1\n"
+    (finding,) = Document().lint(str(saved), unsaved, RULES, str(saved))[0]
+    assert (finding.code, finding.line, finding.column) == ("CL000", 2, 8)
+    assert lint_text(str(saved), unsaved, RULES, str(saved))[0] == [finding]
+
+
 def test_positions_are_position_providers_after_edits():
     """Spans kept per statement, shifted by the edits before them: PositionProvider's."""
     text = (ROOT / "fixtures" / "train_step_override.py").read_text()
