@@ -133,9 +133,10 @@ class Context:
     """One parsed module, indexed once, shared by every rule."""
 
     def __init__(self, path: str, source: str, module: cst.Module, index: Optional[TreeIndex] = None,
-                 texts: Optional[Dict[cst.CSTNode, str]] = None) -> None:
+                 texts: Optional[Dict[cst.CSTNode, str]] = None, probes: bool = True) -> None:
         """`index`: the module's, when the caller has it; `texts`: node -> code, kept by a caller
-        whose next module reuses nodes (the code of a node depends on nothing else)."""
+        whose next module reuses nodes (the code of a node depends on nothing else); `probes`:
+        False when the findings need not carry what the verifier runs."""
         self.path = path
         self.source = source
         self.module = module
@@ -146,7 +147,7 @@ class Context:
         self._texts = texts if texts is not None else {}
         for node in self.nodes(cst.Import, cst.ImportFrom):
             self.imports.add(node)
-        self.flow = Flow(self)
+        self.flow = Flow(self, probes)
 
     def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
         """All nodes of the given types, in source order."""
@@ -444,7 +445,8 @@ def _locate(ctx: Context, reports: List[Tuple[object, Report]], positions: "Posi
             continue
         finding = Finding(
             ctx.path, line, column, end_line, end_column,
-            rule.code, rule.name, report.severity or rule.severity, report.message, report.probe,
+            rule.code, rule.name, report.severity or rule.severity, report.message,
+            report.probe if ctx.flow.probes else None,
             fix=report.fix.summary() if report.fix is not None else None)
         located.setdefault((finding.line, finding.column, finding.code), (finding, report))
     return list(located.values())

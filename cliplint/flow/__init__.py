@@ -26,8 +26,11 @@ from .snippets import snippet
 
 
 class Flow(Dataflow):
-    def __init__(self, ctx: ModuleIndex) -> None:
+    def __init__(self, ctx: ModuleIndex, probes: bool = True) -> None:
+        """`probes`: build what the verifier re-executes (False: the findings carry no probe;
+        an editor's live diagnostics skip that third of the work until it asks to verify)."""
         super().__init__(ctx)
+        self.probes = probes
         self.gradients = Gradients(self)
         self.probabilities = Probabilities(self)
         self.snippet_nodes: Dict[int, cst.CSTNode] = {}  # id of a snippet dict -> the node it shows
@@ -38,6 +41,8 @@ class Flow(Dataflow):
 
     def snippet(self, node: cst.CSTNode) -> dict:
         """The snippet for `node`, remembered with it so a fix can be replayed on the node itself."""
+        if not self.probes:
+            return {}
         found = snippet(self, node)
         self.snippet_nodes[id(found)] = node
         return found

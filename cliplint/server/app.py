@@ -154,7 +154,7 @@ class CliplintServer(LanguageServer):
         """Lint on the worker thread and publish, unless the document changed meanwhile."""
         self.started[snapshot.key] = time.monotonic()
         found = await asyncio.get_running_loop().run_in_executor(
-            self.lint_pool, diagnose, snapshot, self.settings, self.buffers)
+            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, False)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
         self.results[snapshot.key] = (snapshot.version, found)
@@ -222,8 +222,10 @@ class CliplintServer(LanguageServer):
             found = await self.lint(snapshot)  # not linted at this version yet
         if found is None:
             raise ValueError(f"{uri} changed while it was being linted; run the command again")
-        placed = [(part_uri, f) for part_uri, findings in found.items() for f in findings]
         loop = asyncio.get_running_loop()
+        probed = await loop.run_in_executor(  # live diagnostics carry no probe: lint again with them
+            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, True)
+        placed = [(part_uri, f) for part_uri, findings in probed.items() for f in findings]
         token = await self._begin_progress(len(placed))
 
         def report(done: int, total: int, finding: Finding) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, replace
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..configs import audit
 from ..findings import Finding, bad_input
@@ -114,14 +115,15 @@ def _mtime(path: str) -> Optional[int]:
         return None
 
 
-def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, buffers: Optional[Buffers] = None
-             ) -> Dict[str, List[Finding]]:
+def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, buffers: Optional[Buffers] = None,
+             probes: bool = True) -> Dict[str, List[Finding]]:
     """Findings per published document (an empty list clears a document's diagnostics).
-    `buffers`: what earlier versions parsed (None: parse from scratch)."""
+    `buffers`: what earlier versions parsed (None: parse from scratch); `probes`: False for
+    findings that will not be verified (Python code: they carry no probe)."""
     found: Dict[str, List[Finding]] = {part.uri: [] for part in snapshot.parts}
     document = buffers.of(snapshot.key) if buffers is not None else Document()
     try:
-        findings = _findings(snapshot, workspace, document)
+        findings = _findings(snapshot, workspace, partial(document.lint, probes=probes))
     except ConfigError as err:
         findings = [bad_input(snapshot.path, f"configuration error: {err}")]
     except Exception as err:  # a bug in cliplint costs this document its findings, not the server
@@ -142,7 +144,8 @@ def enabled_rules(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[Set
     return settings, codes, [ALL_RULES[code] for code in codes if code in ALL_RULES]
 
 
-def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, document: Document) -> List[Finding]:
+def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) -> List[Finding]:
+    """`lint`: `lint_text`'s signature and answer (the document's incremental lint)."""
     settings, codes, rules = enabled_rules(snapshot, workspace)
     if not codes:
         return []
@@ -152,11 +155,11 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, document: Docume
         return [bad_input(snapshot.path, f"file is {size:,} characters, above max-file-size "
                                          f"({settings.max_file_size:,}); not linted")]
     if snapshot.kind == NOTEBOOK:
-        findings = _notebook(snapshot, rules, document)
+        findings = _notebook(snapshot, rules, lint)
     elif snapshot.kind == CONFIG:
         findings = audit(snapshot.path, text.encode("utf-8", "surrogatepass"), rules, snapshot.path)
     elif prefilter(text.encode("utf-8", "surrogatepass"), rules):
-        findings, _ = document.lint(snapshot.path, text.lstrip("\ufeff"), rules, snapshot.path)
+        findings, _ = lint(snapshot.path, text.lstrip("\ufeff"), rules, snapshot.path)
     else:
         findings = []
     return [finding for finding in findings if finding.code in codes]
@@ -170,11 +173,11 @@ def notebook_json(snapshot: Snapshot) -> bytes:
     return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
 
 
-def _notebook(snapshot: Snapshot, rules: Sequence, document: Document) -> List[Finding]:
+def _notebook(snapshot: Snapshot, rules: Sequence, lint: Callable) -> List[Finding]:
     data = notebook_json(snapshot)
     if not prefilter(data, rules):
         return []
-    findings, _ = lint_notebook(snapshot.path, data, rules, snapshot.path, document.lint)
+    findings, _ = lint_notebook(snapshot.path, data, rules, snapshot.path, lint)
     return findings
 
 
