@@ -8,6 +8,7 @@ Only the module's import table is consulted: cheap, and enough for library symbo
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Dict, Optional
 
 import libcst as cst
@@ -48,8 +49,10 @@ _SYNONYMS = {
 }
 
 
+@lru_cache(maxsize=4096)
 def canonical(dotted: str) -> str:
-    """The canonical spelling of a fully qualified name."""
+    """The canonical spelling of a fully qualified name (memoised: every call of a module is
+    qualified, and a module calls few distinct names)."""
     if dotted in ("tensorflow.keras", "tf_keras", "tensorflow.python.keras"):
         return "keras"
     for prefix, replacement in _PREFIXES:
