@@ -39,11 +39,12 @@ _ROOM = 1 << 20  # node numbers left free around a statement, for it to grow int
 
 
 class Piece:
-    """One top-level statement: its node, its code's length, where its first token starts
-    (after its leading lines) and its nodes' spans, relative to the piece's start; and its
-    index, numbered where the document puts it."""
+    """One top-level statement: its node, its code, where its first token starts (after its
+    leading lines) and its nodes' spans, relative to the piece's start; whether it holds an
+    indented block (libcst reads those against the file's first indentation); and its index,
+    numbered where the document puts it."""
 
-    __slots__ = ("statement", "code", "length", "first_token", "spans", "index")
+    __slots__ = ("statement", "code", "length", "first_token", "spans", "has_block", "index")
 
     def __init__(self, statement: cst.BaseStatement, region: cst.Module) -> None:
         state = SpanRecorder(region)
@@ -53,11 +54,8 @@ class Piece:
         self.length = len(self.code)
         self.spans = state.spans
         self.first_token = state.spans[statement][0]
+        self.has_block = any(type(node) is cst.IndentedBlock for node in self.spans)
         self.index: Optional[TreeIndex] = None
-
-    @property
-    def has_block(self) -> bool:
-        return cst.IndentedBlock in self.index.by_type
 
     @property
     def end(self) -> int:
@@ -203,13 +201,14 @@ class Document:
         kept_before = self.pieces[:max(region.first, 0)]
         replaced = self.pieces[max(region.first, 0):region.last + 1]
         kept_after = self.pieces[region.last + 1:] if region.last < len(self.pieces) else []
+        settings = self._module_settings(parsed, new, kept_before, kept_after, region, source)
+        if settings is None:
+            return False
+        # Nothing can fail from here on: the kept pieces may be renumbered.
         renumbered = not _number(new, kept_before[-1].end if kept_before else 0,
                                  kept_after[0].index.first if kept_after else None)
         if renumbered:
             _number(kept_before + new + kept_after, 0, None)
-        settings = self._module_settings(parsed, new, kept_before, kept_after, region, source)
-        if settings is None:
-            return False
         if at_start:
             self.header = parsed.header
         if at_end:
