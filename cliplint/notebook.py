@@ -15,7 +15,8 @@ import json
 import re
 import warnings
 from dataclasses import replace
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from functools import lru_cache
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple
 
 from .files import decode_python
 from .findings import Finding, bad_input, is_syntax_error
@@ -120,30 +121,43 @@ def python_cells(display: str, sources: List[Tuple[int, str]]) -> Tuple[List[Tup
     """Every code cell as IPython runs it, and a CL000 warning for each one that is not Python."""
     cells: List[Tuple[int, Cell]] = []
     skipped: List[Finding] = []
-    defined: Set[str] = set()  # module-level names of the cells so far: they shadow automagics
+    defined: FrozenSet[str] = frozenset()  # module-level names of the cells so far: they shadow automagics
     for number, source in sources:
-        cell = transform(source, defined)
-        tree, error = _parse(cell, display)
-        if error is not None:  # IPython 7-8 dedented differently: a cell either version runs is Python
-            legacy = transform(source, defined, legacy_indent=True)
-            tree = _parse(legacy, display)[0] if legacy.shifts != cell.shifts else None
-            cell = legacy if tree is not None else cell
-        if tree is None:
+        cell, error, names = read_cell(source, defined)
+        if error is not None:
             skipped.append(not_python(display, number, cell, error))
             continue
-        defined |= bound_names(tree.body)
+        defined |= names
         cells.append((number, cell))
     first = sources[0][1] if sources else ""
     return cells, [f for f in skipped if not _silenced(f, first, dict(sources)[f.cell])]
 
 
-def _parse(cell: Cell, display: str) -> Tuple[Optional[ast.Module], Optional[SyntaxError]]:
-    """CPython's tree of the cell, or why it has none."""
+@lru_cache(maxsize=4096)
+def read_cell(source: str, defined: FrozenSet[str]) -> Tuple[Cell, Optional[SyntaxError], FrozenSet[str]]:
+    """One code cell as IPython runs it after cells that define `defined`: the Python, why it
+    is not Python (None when it is), and the names it binds. Memoised: the language server
+    reads every cell of a notebook again on each keystroke in one of them (the result is only
+    read, never changed)."""
+    cell = transform(source, defined)
+    tree, error = _parse(cell)
+    if error is not None:  # IPython 7-8 dedented differently: a cell either version runs is Python
+        legacy = transform(source, defined, legacy_indent=True)
+        tree = _parse(legacy)[0] if legacy.shifts != cell.shifts else None
+        cell = legacy if tree is not None else cell
+    if tree is None:
+        return cell, error, frozenset()
+    return cell, None, frozenset(bound_names(tree.body))
+
+
+def _parse(cell: Cell) -> Tuple[Optional[ast.Module], Optional[SyntaxError]]:
+    """CPython's tree of the cell, or why it has none. Compiled under a name that is no file:
+    given a path, CPython reads the error's line back from the disk to place it."""
     try:
         with warnings.catch_warnings():  # invalid escapes and the like: not ours to report
             warnings.simplefilter("ignore")
             flags = ast.PyCF_ONLY_AST | _TOP_LEVEL_AWAIT
-            return compile("\n".join(cell.lines), display, "exec", flags, dont_inherit=True), None
+            return compile("\n".join(cell.lines), "<cell>", "exec", flags, dont_inherit=True), None
     except SyntaxError as err:
         return None, err
     except (ValueError, RecursionError, MemoryError) as err:  # NUL bytes, absurd nesting
