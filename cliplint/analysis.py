@@ -37,10 +37,16 @@ class TreeIndex:
     Rules only compare the numbers, so a statement's may start anywhere (`first`) as long as
     the statements' ranges keep their source order."""
 
-    __slots__ = ("parent", "pre", "post", "by_type", "first", "size")
+    __slots__ = ("parent", "pre", "post", "by_type", "first", "size", "scattered")
 
-    def __init__(self, root: cst.CSTNode, first: int = 0) -> None:
+    def __init__(self, root: cst.CSTNode, first: int = 0,
+                 elsewhere: Optional[Callable[[cst.CSTNode, int], Optional[int]]] = None) -> None:
+        """`elsewhere(node, number)`: for a node whose subtree another index numbers (a class's
+        statements, kept apart so that an edit of one re-indexes only that one), the number to
+        go on from; None for the others. Such an index is `scattered`: its nodes of one type
+        are not consecutive in source order."""
         counter = self.first = first
+        self.scattered = elsewhere is not None
         self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {}
         self.pre: Dict[cst.CSTNode, int] = {}
         self.post: Dict[cst.CSTNode, int] = {}
@@ -49,6 +55,12 @@ class TreeIndex:
         stack: List[Tuple[cst.CSTNode, Optional[cst.CSTNode], bool]] = [(root, None, False)]
         while stack:
             node, above, leaving = stack.pop()
+            if not leaving and elsewhere is not None:
+                after = elsewhere(node, counter)
+                if after is not None:
+                    parent[node] = above
+                    counter = after
+                    continue
             if leaving:
                 post[node] = counter
             else:
@@ -70,6 +82,8 @@ class TreeIndex:
         their stored hashes: no node is hashed again)."""
         index = cls.__new__(cls)
         index.parent, index.pre, index.post, index.by_type = {}, {}, {}, {}
+        index.scattered = False
+        unsorted = set()
         for part in statements:
             index.parent.update(part.parent)
             index.pre.update(part.pre)
@@ -79,6 +93,10 @@ class TreeIndex:
                     index.by_type[kind].extend(nodes)
                 else:
                     index.by_type[kind] = list(nodes)
+                if part.scattered:
+                    unsorted.add(kind)
+        for kind in unsorted:
+            index.by_type[kind].sort(key=index.pre.__getitem__)
         index._root(module, None)
         return index
 
@@ -89,19 +107,21 @@ class TreeIndex:
         for part in removed:
             for kind, nodes in part.by_type.items():
                 listed = self.by_type[kind]
-                at = _first_after(listed, part.pre[nodes[0]], self.pre)
-                del listed[at:at + len(nodes)]
+                for run in ([node] for node in nodes) if part.scattered else (nodes,):
+                    at = _first_after(listed, part.pre[run[0]], self.pre)
+                    del listed[at:at + len(run)]
             for numbers in (self.parent, self.pre, self.post):
                 for node in part.pre:
                     del numbers[node]
-        for part in added:
+        for part in added:  # the parts whose parents must win come last
             self.parent.update(part.parent)
             self.pre.update(part.pre)
             self.post.update(part.post)
             for kind, nodes in part.by_type.items():
                 listed = self.by_type.setdefault(kind, [])
-                at = _first_after(listed, part.pre[nodes[0]], self.pre)
-                listed[at:at] = nodes
+                for run in ([node] for node in nodes) if part.scattered else (nodes,):
+                    at = _first_after(listed, part.pre[run[0]], self.pre)
+                    listed[at:at] = run
         self._root(module, previous)
 
     def _root(self, module: cst.Module, previous: Optional[cst.Module]) -> None:

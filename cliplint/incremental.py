@@ -25,7 +25,7 @@ import re
 from bisect import bisect_right
 from dataclasses import replace
 from itertools import accumulate
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -36,31 +36,140 @@ from .lint import facts_of, lint_text
 _INDENTED_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]")
 _GROWTH = 8  # a region that keeps needing its next piece is parsed whole instead
 _ROOM = 1 << 20  # node numbers left free around a statement, for it to grow into edit after edit
+_MEMBER_ROOM = 1 << 16  # the same around each statement of a class
 
 
 class Piece:
-    """One top-level statement: its node, its code, where its first token starts (after its
-    leading lines) and its nodes' spans, relative to the piece's start; whether it holds an
-    indented block (libcst reads those against the file's first indentation); and its index,
-    numbered where the document puts it."""
+    """One statement: its node, its code, where its first token starts (after its leading
+    lines) and its nodes' spans, relative to the piece's start; whether it holds an indented
+    block (libcst reads those against the file's first indentation); and its index, numbered
+    where the document puts it.
 
-    __slots__ = ("statement", "code", "length", "first_token", "spans", "has_block", "index")
+    A top-level class is split: each statement of its body is a piece of its own (`members`),
+    so that typing in one method re-parses, indexes and places that method only. The class's
+    own `spans` and `index` then hold just the nodes outside its members."""
 
-    def __init__(self, statement: cst.BaseStatement, region: cst.Module) -> None:
-        state = SpanRecorder(region)
+    __slots__ = ("statement", "code", "length", "first_token", "spans", "has_block", "index",
+                 "members", "member_starts")
+
+    def __init__(self, statement: cst.BaseStatement, module: cst.Module, indent: str = "", split: bool = True) -> None:
+        """`indent`: where the statement is written (a class's statement); `split`: a class is
+        split into members."""
+        body = statement.body if split and isinstance(statement, cst.ClassDef) else None
+        state = _Recorder(module, body.body if isinstance(body, cst.IndentedBlock) else ())
+        if indent:
+            state.indent_tokens.append(indent)
         statement._codegen(state)
         self.statement = statement
         self.code = "".join(state.tokens)
         self.length = len(self.code)
-        self.spans = state.spans
         self.first_token = state.spans[statement][0]
-        self.has_block = any(type(node) is cst.IndentedBlock for node in self.spans)
         self.index: Optional[TreeIndex] = None
+        self.members: Optional[List[Piece]] = None
+        self.member_starts: List[int] = []
+        if state.members:
+            self.spans, members = state.split()
+            self.members = [_member(node, self.code[start:end], spans) for node, start, end, spans in members]
+            self.member_starts = [start for _, start, _, _ in members]
+            self.has_block = True
+        else:
+            self.spans = state.spans
+            self.has_block = any(type(node) is cst.IndentedBlock for node in self.spans)
 
     @property
     def end(self) -> int:
         """The number after its last node's."""
         return self.index.first + self.index.size
+
+    @property
+    def weight(self) -> int:
+        """At most how many numbers its index takes: each indexed node was written once and is
+        numbered twice (plus the room a class leaves around its members)."""
+        return 2 * len(self.spans) + sum(member.weight + _MEMBER_ROOM for member in self.members or ())
+
+    def number(self, first: int) -> None:
+        """Index it from `first` (a class's members each with room around them)."""
+        if self.members is None:
+            self.index = TreeIndex(self.statement, first)
+            return
+        members = {member.statement: member for member in self.members}
+        last = self.members[-1].statement
+
+        def elsewhere(node: cst.CSTNode, counter: int) -> Optional[int]:
+            member = members.get(node)
+            if member is None:
+                return None
+            member.number(counter + _MEMBER_ROOM)
+            return member.end + (_MEMBER_ROOM if node is last else 0)
+
+        self.index = TreeIndex(self.statement, first, elsewhere)
+
+    def parts(self) -> List[TreeIndex]:
+        """Its indexes, the class's own last (it says whose parent each member is)."""
+        return [member.index for member in self.members or ()] + [self.index]
+
+    def nodes(self) -> Iterator[cst.CSTNode]:
+        yield from self.spans
+        for member in self.members or ():
+            yield from member.spans
+
+    def member_at(self, node: cst.CSTNode, parent: Dict[cst.CSTNode, Optional[cst.CSTNode]]
+                  ) -> Optional[Tuple[int, "Piece"]]:
+        """(offset in the class, member) of the member holding `node`, if one does."""
+        block = self.statement.body
+        while node is not None:
+            above = parent.get(node)
+            if above is block:
+                for start, member in zip(self.member_starts, self.members):
+                    if member.statement is node:
+                        return start, member
+                return None
+            node = above
+        return None
+
+
+class _Recorder(SpanRecorder):
+    """Code generation that notes, for each of `members`, where its code starts and ends and
+    which spans it recorded (a window of the spans' insertion order: a node's span is recorded
+    between its start and its end)."""
+
+    def __init__(self, module: cst.Module, members: Sequence[cst.CSTNode]) -> None:
+        super().__init__(module)
+        self.wanted = set(members)
+        self.open: List[Tuple[int, int]] = []
+        self.members: List[Tuple[cst.CSTNode, int, int, int, int]] = []  # node, start, end, first span, last span
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.wanted:
+            self.open.append((self.offset, len(self.spans)))
+        super().before_codegen(node)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        super().after_codegen(node)
+        if node in self.wanted:
+            start, first = self.open.pop()
+            self.members.append((node, start, self.offset, first, len(self.spans)))
+
+    def split(self) -> Tuple[Dict, List[Tuple[cst.CSTNode, int, int, Dict]]]:
+        """The spans outside the members, and each member's, relative to its start."""
+        items = list(self.spans.items())
+        head, at, members = {}, 0, []
+        for node, start, end, first, last in self.members:
+            head.update(items[at:first])
+            members.append((node, start, end, {key: (a - start, b - start) for key, (a, b) in items[first:last]}))
+            at = last
+        head.update(items[at:])
+        return head, members
+
+
+def _member(statement: cst.BaseStatement, code: str, spans: Dict[cst.CSTNode, Tuple[int, int]]) -> Piece:
+    """A class's statement as a piece, from the class's code generation."""
+    member = Piece.__new__(Piece)
+    member.statement, member.code, member.length, member.spans = statement, code, len(code), spans
+    member.first_token = spans[statement][0]
+    member.has_block = any(type(node) is cst.IndentedBlock for node in spans)
+    member.index, member.members, member.member_starts = None, None, []
+    return member
 
 
 class Region:
@@ -216,7 +325,9 @@ class Document:
         self.pieces = kept_before + new + kept_after
         self.text = text
         self.reparsed = len(source)
-        self._assemble(settings, None if renumbered or self._whole(region) else (replaced, new))
+        self._assemble(settings, None if renumbered or self._whole(region) else (
+            [part for piece in replaced for part in piece.parts()], [part for piece in new for part in piece.parts()],
+            [node for piece in replaced for node in piece.nodes()]))
         return None
 
     def _writes_back(self, source: str, parsed: cst.Module, new: List[Piece], at_start: bool, at_end: bool) -> bool:
@@ -260,9 +371,9 @@ class Document:
         return indent, newline, encoding, trailing
 
     def _assemble(self, settings: Tuple[str, str, str, bool],
-                  change: Optional[Tuple[List[Piece], List[Piece]]]) -> None:
-        """The module of the pieces, and its index: `change` (pieces removed, pieces added)
-        updates the last one, None builds it anew."""
+                  change: Optional[Tuple[List[TreeIndex], List[TreeIndex], List[cst.CSTNode]]]) -> None:
+        """The module of the pieces, and its index: `change` (indexes removed, indexes added,
+        nodes gone) updates the last one, None builds it anew."""
         indent, newline, encoding, trailing = settings
         self.module = cst.Module(body=tuple(piece.statement for piece in self.pieces), header=self.header,
                                  footer=self.footer, encoding=encoding, default_indent=indent,
@@ -272,15 +383,14 @@ class Document:
             if self.pieces else []
         self.footer_start = self.starts[-1] + self.pieces[-1].length if self.pieces else self.header_length
         if change is None or self.index is None:
-            self.index = TreeIndex.joined(self.module, [piece.index for piece in self.pieces])
+            self.index = TreeIndex.joined(self.module, [part for piece in self.pieces for part in piece.parts()])
             self.texts = {}
         else:
-            removed, added = change
-            for piece in removed:
-                for node in piece.spans:
-                    self.texts.pop(node, None)
+            removed, added, gone = change
+            for node in gone:
+                self.texts.pop(node, None)
             self.texts.pop(self.index.by_type[cst.Module][0], None)
-            self.index.splice(self.module, [piece.index for piece in removed], [piece.index for piece in added])
+            self.index.splice(self.module, removed, added)
 
 
 class PiecePositions(Positions):
@@ -299,6 +409,9 @@ class PiecePositions(Positions):
                 self._generate(self.ctx.module, 0)
             return super().get(node)
         offset, piece = self.where[top]
+        member = piece.member_at(node, self.ctx.parent) if piece.members else None
+        if member is not None:
+            offset, piece = offset + member[0], member[1]
         start, end = piece.spans[node]
         return (*self._point(offset + start), *self._point(offset + end))
 
@@ -306,17 +419,11 @@ class PiecePositions(Positions):
 def _number(pieces: List[Piece], low: int, high: Optional[int]) -> bool:
     """Index `pieces` with node numbers between `low` and `high` (None: no bound), room left
     around each; False when they do not fit."""
-    if high is None:
-        for piece in pieces:
-            piece.index = TreeIndex(piece.statement, low + _ROOM)
-            low = piece.end
-        return True
-    most = sum(2 * len(piece.spans) for piece in pieces)  # every indexed node was written once, numbered twice
-    room = (high - low - most) // (len(pieces) + 1)
+    room = _ROOM if high is None else (high - low - sum(piece.weight for piece in pieces)) // (len(pieces) + 1)
     if room < 1:
         return False
     for piece in pieces:
-        piece.index = TreeIndex(piece.statement, low + room)
+        piece.number(low + room)
         low = piece.end
     return True
 
