@@ -124,6 +124,22 @@ class TreeIndex:
                     listed[at:at] = run
         self._root(module, previous)
 
+    def renamed(self, renamed: Dict[cst.CSTNode, cst.CSTNode], parents: Dict[cst.CSTNode, cst.CSTNode],
+                dropped: Sequence[cst.CSTNode]) -> "TreeIndex":
+        """A copy with nodes replaced by their rebuilt versions (`renamed`: a class and its body
+        around a re-parsed method), the parents of the nodes it does not number set (`parents`)
+        and those of `dropped` forgotten. The numbers stay."""
+        index = TreeIndex.__new__(TreeIndex)
+        index.first, index.size, index.scattered = self.first, self.size, self.scattered
+        index.pre = {renamed.get(node, node): number for node, number in self.pre.items()}
+        index.post = {renamed.get(node, node): number for node, number in self.post.items()}
+        index.parent = {renamed.get(node, node): renamed.get(above, above) for node, above in self.parent.items()}
+        for node in dropped:
+            index.parent.pop(node, None)
+        index.parent.update(parents)
+        index.by_type = {kind: [renamed.get(node, node) for node in nodes] for kind, nodes in self.by_type.items()}
+        return index
+
     def _root(self, module: cst.Module, previous: Optional[cst.Module]) -> None:
         """Number the module around its statements and make it their parent."""
         for numbers in (self.parent, self.pre, self.post):

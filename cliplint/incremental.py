@@ -113,6 +113,29 @@ class Piece:
         for member in self.members or ():
             yield from member.spans
 
+    def with_members(self, first: int, last: int, new: List["Piece"], source: str, delta: int) -> "Piece":
+        """This class with its members `first`..`last` replaced by `new` (numbered already),
+        whose code is `source`, `delta` characters longer than theirs."""
+        old_class, old_block = self.statement, self.statement.body
+        members = self.members[:first] + new + self.members[last + 1:]
+        block = old_block.with_changes(body=tuple(member.statement for member in members))
+        statement = old_class.with_changes(body=block)
+        rebuilt = Piece.__new__(Piece)
+        cut_start = self.member_starts[first]
+        cut_end = self.member_starts[last] + self.members[last].length
+        rebuilt.statement, rebuilt.code = statement, self.code[:cut_start] + source + self.code[cut_end:]
+        rebuilt.length, rebuilt.first_token, rebuilt.has_block = len(rebuilt.code), self.first_token, True
+        rebuilt.members = members
+        rebuilt.member_starts = list(accumulate((member.length for member in members[:-1]),
+                                                initial=self.member_starts[0]))
+        renamed = {old_class: statement, old_block: block}
+        rebuilt.spans = {renamed.get(node, node): span for node, span in self.spans.items()}
+        for node in (statement, block):
+            rebuilt.spans[node] = (rebuilt.spans[node][0], rebuilt.spans[node][1] + delta)
+        rebuilt.index = self.index.renamed(renamed, {member.statement: block for member in members},
+                                           [member.statement for member in self.members[first:last + 1]])
+        return rebuilt
+
     def member_at(self, node: cst.CSTNode, parent: Dict[cst.CSTNode, Optional[cst.CSTNode]]
                   ) -> Optional[Tuple[int, "Piece"]]:
         """(offset in the class, member) of the member holding `node`, if one does."""
@@ -160,6 +183,21 @@ class _Recorder(SpanRecorder):
             at = last
         head.update(items[at:])
         return head, members
+
+
+def _reparsed_members(source: str, module: cst.Module, block: cst.IndentedBlock) -> Optional[List[Piece]]:
+    """The statements of a class written in `source` (at the class's indentation), as pieces,
+    when a stand-in class around them parses to exactly them and writes them back."""
+    newline, indent = module.default_newline, block.indent or module.default_indent
+    parsed, failure = parse("", f"class _:{newline}{source}")
+    if failure is not None or parsed.header or parsed.footer or len(parsed.body) != 1:
+        return None
+    stand_in = parsed.body[0]
+    if not isinstance(stand_in, cst.ClassDef) or not isinstance(stand_in.body, cst.IndentedBlock) \
+            or stand_in.body.footer or parsed.default_indent != indent or parsed.default_newline != newline:
+        return None
+    new = [Piece(statement, parsed, indent, split=False) for statement in stand_in.body.body]
+    return new if "".join(piece.code for piece in new) == source else None
 
 
 def _member(statement: cst.BaseStatement, code: str, spans: Dict[cst.CSTNode, Tuple[int, int]]) -> Piece:
@@ -239,7 +277,11 @@ class Document:
             self.reparsed = 0
             return True
         if self.text is not None:
-            region = self._region(text)
+            same_start = _common_prefix(self.text, text)
+            same_end = _common_suffix(self.text, text, min(len(self.text), len(text)) - same_start)
+            if self._edit_members(text, same_start, len(self.text) - same_end):
+                return True
+            region = self._region(same_start, same_end)
             for _ in range(_GROWTH):
                 grown = self._splice(text, region)
                 if grown is None:
@@ -252,10 +294,10 @@ class Document:
     def _whole(self, region: Region) -> bool:
         return region.start == 0 and region.end == len(self.text or "")
 
-    def _region(self, text: str) -> Region:
+    def _region(self, same_start: int, same_end: int) -> Region:
+        """The pieces an edit touches, given how many characters at the start and at the end
+        of the text it left alone."""
         old = self.text
-        same_start = _common_prefix(old, text)
-        same_end = _common_suffix(old, text, min(len(old), len(text)) - same_start)
         first = min(self._piece_at(same_start), len(self.pieces) - 1)  # the footer: the last block may own it
         if 0 < first and same_start <= self.starts[first] + self.pieces[first].first_token \
                 and isinstance(self.pieces[first - 1].statement, cst.BaseCompoundStatement):
@@ -273,6 +315,62 @@ class Document:
         start = 0 if first < 0 else self.starts[first]
         end = len(self.text) if last >= len(self.pieces) else self.starts[last] + self.pieces[last].length
         return Region(first, last, start, end)
+
+    def _edit_members(self, text: str, start: int, end: int) -> bool:
+        """An edit inside the statements of one top-level class (characters `start`..`end` of
+        the previous text replaced): those statements parsed again inside a stand-in class
+        written at the same indentation, the class rebuilt around them. False when the edit
+        reaches the class's own lines, or the usual conditions (see the module) do not hold
+        there; the top-level statements are then parsed instead."""
+        number = self._piece_at(start)
+        if not 0 <= number < len(self.pieces) or self.pieces[number].members is None:
+            return False
+        piece, base, module = self.pieces[number], self.starts[number], self.module
+        members, starts = piece.members, piece.member_starts
+        block = piece.statement.body
+        members_end = starts[-1] + members[-1].length
+        if start - base < starts[0] or end - base >= members_end or (block.indent or module.default_indent) \
+                != module.default_indent:
+            return False
+        first, last = bisect_right(starts, start - base) - 1, bisect_right(starts, end - base) - 1
+        if first > 0 and start - base <= starts[first] + members[first].first_token \
+                and isinstance(members[first - 1].statement, cst.BaseCompoundStatement):
+            first -= 1  # the method before may own the comment lines typed
+        if last + 1 < len(members) and self._deeper(base + starts[last + 1], members[last + 1].first_token, block):
+            last += 1
+        if last == len(members) - 1 and (block.footer or number + 1 < len(self.pieces) and self._leading_indented(
+                number + 1)):
+            return False  # lines after the class could change owner
+        region_start = base + starts[first]
+        region_end = base + starts[last] + members[last].length + len(text) - len(self.text)
+        source = text[region_start:region_end]
+        new = _reparsed_members(source, module, block)
+        if new is None:
+            return False
+        low = members[first - 1].end if first > 0 else piece.index.pre[block] + 1
+        high = members[last + 1].index.first if last + 1 < len(members) else piece.index.post[block]
+        if not _number(new, low, high):
+            return False
+        rebuilt = piece.with_members(first, last, new, source, len(text) - len(self.text))
+        self.pieces[number] = rebuilt
+        self.text = text
+        self.reparsed = len(source)
+        replaced = members[first:last + 1]
+        self._assemble((module.default_indent, module.default_newline, module.encoding, module.has_trailing_newline),
+                       ([member.index for member in replaced] + [piece.index],
+                        [member.index for member in new] + [rebuilt.index],
+                        [piece.statement, block, *(node for member in replaced for node in member.spans)]))
+        return True
+
+    def _deeper(self, start: int, length: int, block: cst.IndentedBlock) -> bool:
+        """Lines indented further than the class's statements among the leading lines at
+        `start`: the edited statement's block could own them now."""
+        indent = block.indent or self.module.default_indent
+        for line in self.text[start:start + length].splitlines():
+            stripped = line.lstrip(" \t\f")
+            if line and (not stripped or not line.startswith(indent) or line[len(indent):][:1] in (" ", "\t", "\f")):
+                return True
+        return False
 
     def _piece_at(self, offset: int) -> int:
         if offset < self.header_length:
