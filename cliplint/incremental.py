@@ -366,7 +366,8 @@ class Document:
         """Lines indented further than the class's statements among the leading lines at
         `start`: the edited statement's block could own them now."""
         indent = block.indent or self.module.default_indent
-        for line in self.text[start:start + length].splitlines():
+        leading = self.text[start:start + length]
+        for line in leading[:max(leading.rfind("\n"), leading.rfind("\r")) + 1].splitlines():  # not the statement's own
             stripped = line.lstrip(" \t\f")
             if line and (not stripped or not line.startswith(indent) or line[len(indent):][:1] in (" ", "\t", "\f")):
                 return True

@@ -98,6 +98,48 @@ def test_one_character_reparses_one_statement():
     assert 0 < document.reparsed < len(text) / 4
 
 
+def test_typing_in_a_method_reparses_that_method():
+    """A file that is one big class (common in training code): a keystroke in one method
+    re-parses that method, and the class around it is rebuilt, not parsed."""
+    methods = "".join(f"    def step_{n}(self, x):\n        loss = tf.math.log(tf.nn.softmax(x))\n"
+                      f"        return loss\n\n" for n in range(40))
+    text = f"import tensorflow as tf\n\n\nclass Trainer:\n    # the steps\n{methods}    # end of class\n"
+    document = Document()
+    check(document, text)
+    at = text.index("return loss", len(text) // 2)
+    new = text[:at] + "return  loss" + text[at + len("return loss"):]
+    check(document, new)
+    assert 0 < document.reparsed < 100
+    check(document, text)
+
+
+CLASS = "class A:\n    def f(self):\n        a = 1\n\n    def g(self):\n        b = 2\n\n    def h(self):\n        c = 3\n"
+
+
+@pytest.mark.parametrize("after", [
+    CLASS.replace("        b = 2\n", "        b = 2\n        # owned by g's block\n"),
+    CLASS.replace("\n    def g", "\n        # deeper, after f\n    def g"),
+    CLASS.replace("\n    def g", "\n# column 0 inside the class\n    def g"),
+    CLASS.replace("    def g(self):", "    @property\n    def g(self):"),
+    CLASS.replace("        b = 2\n", "        b = 2\n    else_ = 1\n"),
+    CLASS.replace("        b = 2\n", "        b = 2\n  x = 1\n"),  # a dedent into nothing: not Python
+    CLASS.replace("        b = 2\n", "        b = 2\nx = 1\n"),  # the class ends there now
+    CLASS.replace("        b = 2\n", "        if b:\n            pass\n        else:\n            b = 3\n"),
+    CLASS.replace("        c = 3\n", "        c = 3\n    # trailing\n"),
+    CLASS.replace("    def h(self):\n        c = 3\n", ""),
+    CLASS.replace("        b = 2\n", "        class Inner:\n            pass\n"),
+    CLASS.replace("\n", "\r\n").replace("b = 2", "b = 22"),
+    CLASS.replace("    ", "  ").replace("b = 2", "b = 22"),
+    "x = 1\n" + CLASS.replace("b = 2", "b = 22"),
+])
+def test_edges_of_reuse_inside_a_class(after):
+    document = Document()
+    before = after.replace("b = 22", "b = 2") if "b = 22" in after else CLASS
+    check(document, before)
+    check(document, after)
+    check(document, before)
+
+
 @pytest.mark.parametrize("before, after", [
     # A block the edit does not touch comes to own an indented comment typed after it.
     ("def f():\n    x = 1\n\ny = 2\n", "def f():\n    x = 1\n    # mine now\n\ny = 2\n"),
