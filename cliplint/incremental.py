@@ -8,6 +8,9 @@ as libcst writes it back: the comment and blank lines it owns before it (`leadin
 for a compound statement, the ones its last block owns after it. Header, pieces and footer, in
 order, are the text. After an edit, the pieces the changed characters touch are parsed again as
 a module of their own; every other piece keeps its statement node, its index and its spans.
+The statements of a top-level class are pieces too: an edit inside them re-parses just those,
+inside a stand-in `class _:` at the same indentation, and the class node is rebuilt around
+them (training code is often one big class).
 
 That region parses to the statements a parse of the whole text gives when: it starts after a
 complete top-level statement and ends before the next one; nothing in it could continue the
@@ -338,9 +341,9 @@ class Document:
             first -= 1  # the method before may own the comment lines typed
         if last + 1 < len(members) and self._deeper(base + starts[last + 1], members[last + 1].first_token, block):
             last += 1
-        if last == len(members) - 1 and (block.footer or number + 1 < len(self.pieces) and self._leading_indented(
-                number + 1)):
-            return False  # lines after the class could change owner
+        if last == len(members) - 1 and (block.footer or base + members_end >= len(self.text) or number + 1 < len(
+                self.pieces) and self._leading_indented(number + 1)):
+            return False  # lines after the class could change owner, or the file's last newline
         region_start = base + starts[first]
         region_end = base + starts[last] + members[last].length + len(text) - len(self.text)
         source = text[region_start:region_end]

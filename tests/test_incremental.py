@@ -113,7 +113,8 @@ def test_typing_in_a_method_reparses_that_method():
     check(document, text)
 
 
-CLASS = "class A:\n    def f(self):\n        a = 1\n\n    def g(self):\n        b = 2\n\n    def h(self):\n        c = 3\n"
+CLASS = ("class A:\n    def f(self):\n        a = 1\n\n    def g(self):\n        b = 2\n\n"
+         "    def h(self):\n        c = 3\n")
 
 
 @pytest.mark.parametrize("after", [
@@ -131,10 +132,21 @@ CLASS = "class A:\n    def f(self):\n        a = 1\n\n    def g(self):\n        
     CLASS.replace("\n", "\r\n").replace("b = 2", "b = 22"),
     CLASS.replace("    ", "  ").replace("b = 2", "b = 22"),
     "x = 1\n" + CLASS.replace("b = 2", "b = 22"),
+    CLASS.rstrip("\n").replace("b = 2", "b = 22"),  # no newline at the end of the file
 ])
 def test_edges_of_reuse_inside_a_class(after):
     document = Document()
     before = after.replace("b = 22", "b = 2") if "b = 22" in after else CLASS
+    check(document, before)
+    check(document, after)
+    check(document, before)
+
+
+def test_the_last_method_at_the_end_of_a_file_without_its_newline():
+    """Deleting a class's last line at the end of the file: the file's last newline moves."""
+    before = "class A:\n    def f(self):\n        a = 1\n        \n        return a"
+    after = "class A:\n    def f(self):\n        a = 1\n        \n"
+    document = Document()
     check(document, before)
     check(document, after)
     check(document, before)

@@ -256,11 +256,27 @@ class Dataflow(CallSummaries, FlagDefaults):
         return self._names.get(name, [])
 
     def uses_after(self, name: str, node: cst.CSTNode) -> List[cst.Name]:
-        """Loads of `name` in the same scope after `node`."""
+        """Loads of `name` in the same scope after `node`. Only the names inside the scope's
+        own range are looked at: a class of a hundred methods, each using `grads`, would make
+        this quadratic otherwise."""
         scope = self.scope_of(node)
-        end = self.ctx.post[node]
-        return [n for n in self.names(name)
-                if self.ctx.pre[n] > end and self.scope_of(n) is scope and not self._is_store(n)]
+        pre, end = self.ctx.pre, self.ctx.post[node]
+        limit = self.ctx.post.get(scope)
+        spelled = self.names(name)
+        low, high = 0, len(spelled)
+        while low < high:  # the first name after `node` (they are in source order)
+            middle = (low + high) // 2
+            if pre[spelled[middle]] <= end:
+                low = middle + 1
+            else:
+                high = middle
+        found = []
+        for n in spelled[low:]:
+            if limit is not None and pre[n] > limit:
+                break
+            if self.scope_of(n) is scope and not self._is_store(n):
+                found.append(n)
+        return found
 
     def _is_store(self, name: cst.Name) -> bool:
         parent = self.ctx.parent.get(name)
