@@ -59,7 +59,8 @@ class Piece:
         """`indent`: where the statement is written (a class's statement); `split`: a class is
         split into members."""
         body = statement.body if split and isinstance(statement, cst.ClassDef) else None
-        state = _Recorder(module, body.body if isinstance(body, cst.IndentedBlock) else ())
+        members = body.body if isinstance(body, cst.IndentedBlock) else ()
+        state = _Recorder(module, members) if members else SpanRecorder(module)
         if indent:
             state.indent_tokens.append(indent)
         statement._codegen(state)
@@ -70,10 +71,10 @@ class Piece:
         self.index: Optional[TreeIndex] = None
         self.members: Optional[List[Piece]] = None
         self.member_starts: List[int] = []
-        if state.members:
-            self.spans, members = state.split()
-            self.members = [_member(node, self.code[start:end], spans) for node, start, end, spans in members]
-            self.member_starts = [start for _, start, _, _ in members]
+        if members:
+            self.spans, written = state.split()
+            self.members = [_member(node, self.code[start:end], spans) for node, start, end, spans in written]
+            self.member_starts = [start for _, start, _, _ in written]
             self.has_block = True
         else:
             self.spans = state.spans
