@@ -276,7 +276,18 @@ class Document:
 
     def update(self, text: str) -> bool:
         """Bring the pieces up to `text`; False when libcst cannot parse it (or its code does
-        not write back to the text): the caller lints it the command line's way."""
+        not write back to the text, or nests too deeply to walk): the caller lints it the
+        command line's way. A half-updated state never outlives an error: it is dropped."""
+        try:
+            return self._update(text)
+        except RecursionError:
+            self.__init__()
+            return False
+        except Exception:
+            self.__init__()
+            raise
+
+    def _update(self, text: str) -> bool:
         if text == self.text:
             self.reparsed = 0
             return True

@@ -204,6 +204,32 @@ def test_syntax_error_in_an_unsaved_buffer_is_placed_in_the_buffer(tmp_path):
     assert lint_text(str(saved), unsaved, RULES, str(saved))[0] == [finding]
 
 
+def test_an_error_mid_update_leaves_no_half_state(monkeypatch):
+    """A bug (here: splicing the index fails) costs that version, not the document: the next
+    version is parsed from scratch and is right."""
+    text = (ROOT / "fixtures" / "actor_critic.py").read_text()
+    document = Document()
+    check(document, text)
+
+    def broken(*args):
+        raise KeyError("simulated")
+
+    monkeypatch.setattr(TreeIndex, "splice", broken)
+    with pytest.raises(KeyError):
+        document.update(edited(text, 10, "{i}x = 1\n"))
+    monkeypatch.undo()
+    assert document.text is None
+    check(document, edited(text, 10, "{i}x = 2\n"))
+
+
+def test_deeply_nested_brackets_as_on_the_command_line():
+    deep = "x = " + "[" * 60 + "]" * 60 + "\n"
+    text = "import tensorflow as tf\n" + deep
+    document = Document()
+    check(document, text)
+    check(document, text + "y = tf.math.log(tf.nn.softmax(x))\n")
+
+
 def test_positions_are_position_providers_after_edits():
     """Spans kept per statement, shifted by the edits before them: PositionProvider's."""
     text = (ROOT / "fixtures" / "train_step_override.py").read_text()
