@@ -65,7 +65,7 @@ def test_emacs_eglot_shows_the_servers_diagnostics(tmp_path):
     (tmp_path / "run.el").write_text("(package-initialize)\n(require 'eglot)\n" + readme_config() + HARNESS)
     (tmp_path / "train.py").write_text(TRAIN)
     result_file = tmp_path / "result.json"
-    environment = {**os.environ, "CLIPLINT_EMACS_RESULT": str(result_file),
+    environment = {**os.environ, "CLIPLINT_EMACS_RESULT": str(result_file), "HOME": str(tmp_path),
                    "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     subprocess.run([EMACS, "--batch", "-l", "run.el"], cwd=tmp_path, env=environment, timeout=180,
                    capture_output=True, stdin=subprocess.DEVNULL)
