@@ -23,7 +23,7 @@ import libcst as cst
 
 from .analysis import Context, parse, reports_of
 from .discovery import Target, discover, unique
-from .files import decode_python, encode_python, write_bytes_atomically
+from .files import common_ends, decode_python, encode_python, write_bytes_atomically
 from .findings import SAFE, Finding, Fix, bad_input
 from .lint import prefilter
 from .notebook import Program, cell_sources, python_cells, replace_sources
@@ -93,13 +93,7 @@ def _edit(ctx: Context, finding: Finding, fix: Fix) -> Optional[Edit]:
     source = ctx.source
     if fixed == source or not compiles(fixed):
         return None
-    start = 0
-    limit = min(len(source), len(fixed))
-    while start < limit and source[start] == fixed[start]:
-        start += 1
-    tail = 0
-    while tail < limit - start and source[-1 - tail] == fixed[-1 - tail]:
-        tail += 1
+    start, tail = common_ends(source, fixed)
     return Edit(start, len(source) - tail, fixed[start:len(fixed) - tail], finding.code, fix.title, fix.safety,
                 finding.line, finding.column, finding.probe, _fixed_probe(ctx, finding.probe, fix))
 

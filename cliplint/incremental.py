@@ -33,6 +33,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from .analysis import Context, Positions, SpanRecorder, TreeIndex, line_starts, parse, reports_of
+from .files import common_ends
 from .findings import Finding, bad_input
 from .lint import facts_of, lint_text
 
@@ -292,8 +293,7 @@ class Document:
             self.reparsed = 0
             return True
         if self.text is not None:
-            same_start = _common_prefix(self.text, text)
-            same_end = _common_suffix(self.text, text, min(len(self.text), len(text)) - same_start)
+            same_start, same_end = common_ends(self.text, text)
             if self._edit_members(text, same_start, len(self.text) - same_end):
                 return True
             region = self._region(same_start, same_end)
@@ -549,24 +549,3 @@ def _lines_length(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> int:
     return state.offset
 
 
-def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over C-speed comparisons)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    low, high = 0, limit
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[len(a) - middle:] == b[len(b) - middle:]:
-            low = middle
-        else:
-            high = middle - 1
-    return low

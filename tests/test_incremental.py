@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from cliplint.analysis import TreeIndex
+from cliplint.files import common_ends
 from cliplint.incremental import Document
 from cliplint.lint import lint_text
 from cliplint.rules import ALL_RULES
@@ -84,6 +85,15 @@ def test_typed_lines_match_a_whole_parse(number, path):
         typed = TYPED[(8 * number + kind) % len(TYPED)]
         check(document, edited(text, chosen.randrange(text.count("\n") + 1), typed))
         check(document, text)
+
+
+@given(st.text("ab\n", max_size=12), st.text("ab\n", max_size=12))
+def test_common_ends_are_the_longest_shared_start_then_end(old, new):
+    same_start, same_end = common_ends(old, new)
+    assert old[:same_start] == new[:same_start] and old[len(old) - same_end:] == new[len(new) - same_end:]
+    assert same_start + same_end <= min(len(old), len(new))
+    assert same_start == min(len(old), len(new)) or old[same_start] != new[same_start]
+    assert same_start + same_end == min(len(old), len(new)) or old[-1 - same_end] != new[-1 - same_end]
 
 
 def test_one_character_reparses_one_statement():
