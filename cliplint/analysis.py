@@ -78,32 +78,18 @@ class TreeIndex:
 
     @classmethod
     def joined(cls, module: cst.Module, statements: Sequence["TreeIndex"]) -> "TreeIndex":
-        """The index of `module` from those of its top-level statements (merging dicts reuses
-        their stored hashes: no node is hashed again)."""
+        """The index of `module` from those of its top-level statements: spliced into an empty
+        one (merging dicts reuses their stored hashes: no node is hashed again)."""
         index = cls.__new__(cls)
         index.parent, index.pre, index.post, index.by_type = {}, {}, {}, {}
         index.scattered = False
-        unsorted = set()
-        for part in statements:
-            index.parent.update(part.parent)
-            index.pre.update(part.pre)
-            index.post.update(part.post)
-            for kind, nodes in part.by_type.items():
-                if kind in index.by_type:
-                    index.by_type[kind].extend(nodes)
-                else:
-                    index.by_type[kind] = list(nodes)
-                if part.scattered:
-                    unsorted.add(kind)
-        for kind in unsorted:
-            index.by_type[kind].sort(key=index.pre.__getitem__)
-        index._root(module, None)
+        index.splice(module, (), statements)
         return index
 
     def splice(self, module: cst.Module, removed: Sequence["TreeIndex"], added: Sequence["TreeIndex"]) -> None:
         """In place: the index of `module`, which has the statements of `added` where the
         previous module had those of `removed` (the work is the size of the edit)."""
-        previous = next(iter(self.by_type[cst.Module]))
+        previous = self.by_type.get(cst.Module, [None])[0]
         for part in removed:
             for kind, nodes in part.by_type.items():
                 listed = self.by_type[kind]
@@ -155,6 +141,8 @@ class TreeIndex:
 def _first_after(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
     """Where a node numbered `number` goes in `nodes` (in source order). Python 3.9's bisect
     takes no key."""
+    if not nodes or pre[nodes[-1]] < number:
+        return len(nodes)  # after them all: how a whole module is joined, statement by statement
     low, high = 0, len(nodes)
     while low < high:
         middle = (low + high) // 2
