@@ -24,7 +24,6 @@ check each version's tree against a parse of the whole text.
 from __future__ import annotations
 
 import gc
-import re
 from bisect import bisect_right
 from dataclasses import replace
 from itertools import accumulate
@@ -37,7 +36,6 @@ from .files import common_ends
 from .findings import Finding, bad_input
 from .lint import facts_of, lint_text
 
-_INDENTED_LINE = re.compile(r"(?:^|[\r\n])[ \t\f]")
 _GROWTH = 8  # a region that keeps needing its next piece is parsed whole instead
 _ROOM = 1 << 20  # node numbers left free around a statement, for it to grow into edit after edit
 _MEMBER_ROOM = 1 << 16  # the same around each statement of a class
@@ -318,7 +316,7 @@ class Document:
                 and isinstance(self.pieces[first - 1].statement, cst.BaseCompoundStatement):
             first -= 1  # the edit reaches into the leading lines: the block before may own them now
         last = max(self._piece_at(len(old) - same_end), first, 0)
-        if last + 1 < len(self.pieces) and self._leading_indented(last + 1):
+        if last + 1 < len(self.pieces) and self._leading_indented(last + 1, ""):
             last += 1  # the edited block could own those lines now
         return self._span(first, last)
 
@@ -351,10 +349,11 @@ class Document:
         if first > 0 and start - base <= starts[first] + members[first].first_token \
                 and isinstance(members[first - 1].statement, cst.BaseCompoundStatement):
             first -= 1  # the method before may own the comment lines typed
-        if last + 1 < len(members) and self._deeper(base + starts[last + 1], members[last + 1].first_token, block):
-            last += 1
+        if last + 1 < len(members) and self._indented_past(base + starts[last + 1], members[last + 1].first_token,
+                                                           block.indent or module.default_indent):
+            last += 1  # the edited method's block could own those lines now
         if last == len(members) - 1 and (block.footer or base + members_end >= len(self.text) or number + 1 < len(
-                self.pieces) and self._leading_indented(number + 1)):
+                self.pieces) and self._leading_indented(number + 1, "")):
             return False  # lines after the class could change owner, or the file's last newline
         region_start = base + starts[first]
         region_end = base + starts[last] + members[last].length + len(text) - len(self.text)
@@ -377,10 +376,13 @@ class Document:
                         [piece.statement, block, *(node for member in replaced for node in member.spans)]))
         return True
 
-    def _deeper(self, start: int, length: int, block: cst.IndentedBlock) -> bool:
-        """Lines indented further than the class's statements among the leading lines at
-        `start`: the edited statement's block could own them now."""
-        indent = block.indent or self.module.default_indent
+    def _leading_indented(self, number: int, indent: str) -> bool:
+        return self._indented_past(self.starts[number], self.pieces[number].first_token, indent)
+
+    def _indented_past(self, start: int, length: int, indent: str) -> bool:
+        """Whether the leading lines at `start` (`length` characters, up to a statement written
+        at `indent`) hold a line indented further, or one of only whitespace: a block that ends
+        just before them could own it."""
         leading = self.text[start:start + length]
         for line in leading[:max(leading.rfind("\n"), leading.rfind("\r")) + 1].splitlines():  # not the statement's own
             stripped = line.lstrip(" \t\f")
@@ -395,9 +397,6 @@ class Document:
             return len(self.pieces)
         return bisect_right(self.starts, offset) - 1
 
-    def _leading_indented(self, number: int) -> bool:
-        start = self.starts[number]
-        return _INDENTED_LINE.search(self.text, start, start + self.pieces[number].first_token) is not None
 
     def _splice(self, text: str, region: Region):
         """Parse `region` of `text` and put its pieces in place: None when done, a larger
@@ -445,20 +444,13 @@ class Document:
         return None
 
     def _writes_back(self, source: str, parsed: cst.Module, new: List[Piece], at_start: bool, at_end: bool) -> bool:
-        """The region's header, pieces and footer write back exactly its text."""
-        state = SpanRecorder(parsed)
-        for line in parsed.header if at_start else ():
-            line._codegen(state)
-        head = "".join(state.tokens)
-        state = SpanRecorder(parsed)
-        for line in parsed.footer if at_end else ():
-            line._codegen(state)
-        if at_end and not parsed.has_trailing_newline:
-            state.pop_trailing_newline()
-        code = "".join((head, *(piece.code for piece in new), "".join(state.tokens)))
-        if at_end and not parsed.has_trailing_newline and not parsed.footer and new:
-            code = code[:-len(parsed.default_newline)]  # the last statement's newline was not in the text
-        return code == source  # libcst does not write back every text it parses (odd continuations)
+        """The region's header, pieces and footer write back exactly its text (libcst does not
+        write back every text it parses: odd continuations)."""
+        code = "".join((_lines_code(parsed, parsed.header) if at_start else "", *(piece.code for piece in new),
+                        _lines_code(parsed, parsed.footer) if at_end else ""))
+        if at_end and not parsed.has_trailing_newline:  # libcst added the newline the text ends without
+            return code.startswith(source) and code[len(source):] in ("", "\n", "\r\n", "\r")
+        return code == source
 
     def _module_settings(self, parsed: cst.Module, new: List[Piece], before: List[Piece], after: List[Piece],
                          region: Region, source: str) -> Optional[Tuple[str, str, str, bool]]:
@@ -492,7 +484,7 @@ class Document:
         self.module = cst.Module(body=tuple(piece.statement for piece in self.pieces), header=self.header,
                                  footer=self.footer, encoding=encoding, default_indent=indent,
                                  default_newline=newline, has_trailing_newline=trailing)
-        self.header_length = _lines_length(self.module, self.header)
+        self.header_length = len(_lines_code(self.module, self.header))
         self.starts = list(accumulate((piece.length for piece in self.pieces[:-1]), initial=self.header_length)) \
             if self.pieces else []
         self.footer_start = self.starts[-1] + self.pieces[-1].length if self.pieces else self.header_length
@@ -542,10 +534,11 @@ def _number(pieces: List[Piece], low: int, high: Optional[int]) -> bool:
     return True
 
 
-def _lines_length(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> int:
+def _lines_code(module: cst.Module, lines: Sequence[cst.EmptyLine]) -> str:
+    """The code of a header's or footer's comment and blank lines."""
     state = SpanRecorder(module)
     for line in lines:
         line._codegen(state)
-    return state.offset
+    return "".join(state.tokens)
 
 
