@@ -234,7 +234,7 @@ class Document:
         self.module: Optional[cst.Module] = None
         self.index: Optional[TreeIndex] = None
         self.texts: Dict[cst.CSTNode, str] = {}  # code of the nodes rules asked for (snippets, messages)
-        self.reparsed = 0  # characters parsed by the last update (the benchmark reports it)
+        self.reparsed = 0  # characters parsed by the last update (bench/incremental_check.py and the tests read it)
         self.failure: Optional[Tuple[str, Finding]] = None  # (text, why) when the whole text did not parse
 
     # Linting -------------------------------------------------------------------------------

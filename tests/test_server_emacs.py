@@ -11,16 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from editor_script import EXPECTED, TRAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 EMACS = shutil.which("emacs")
 pytestmark = pytest.mark.skipif(EMACS is None, reason="emacs is not installed (Debian: apt-get install emacs-nox "
                                                       "elpa-eglot)")
 
-TRAIN = ("import tensorflow as tf\n"
-         "probs = tf.nn.softmax(logits)\n"
-         "loss = -tf.reduce_sum(labels * tf.math.log(probs))\n"
-         "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
 # After the README's block: open the file, start eglot as `M-x eglot` would, and wait for flymake.
 HARNESS = """
 (setq eglot-sync-connect 60)
@@ -72,7 +69,4 @@ def test_emacs_eglot_shows_the_servers_diagnostics(tmp_path):
     assert result_file.exists(), "Emacs did not finish"
     shown = sorted((tuple(d["start"]), tuple(d["end"]), d["text"].split(":")[0])
                    for d in json.loads(result_file.read_text()) or ())
-    log = TRAIN.split("\n")[2].index("tf.math.log(probs)")
-    adam = TRAIN.split("\n")[3].index("tf.keras")
-    assert shown == [((3, log), (3, log + len("tf.math.log(probs)")), "cliplint [CL004]"),
-                     ((4, adam), (4, len(TRAIN.split("\n")[3])), "cliplint [CL001]")]
+    assert shown == [((line + 1, start), (line + 1, end), f"cliplint [{code}]") for line, start, end, code in EXPECTED]

@@ -12,6 +12,8 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
 
+from verified import verdicts  # noqa: E402
+
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
 from cliplint.verify import Session, sandbox, verify_findings  # noqa: E402
@@ -52,8 +54,7 @@ PROGRAM = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def verified():
-    findings, _ = lint_module("program.py", PROGRAM, RULES)
-    return {(f.code, f.line): f.verification for f in verify_findings(findings, timeout=120)}
+    return verdicts("program.py", PROGRAM)
 
 
 def test_every_finding_gets_a_verdict_with_versions(verified):
@@ -289,8 +290,7 @@ PROGRAM_FURTHER = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def verified_further():
-    findings, _ = lint_module("further.py", PROGRAM_FURTHER, RULES)
-    return {(f.code, f.line): f.verification for f in verify_findings(findings, timeout=120)}
+    return verdicts("further.py", PROGRAM_FURTHER)
 
 
 def test_further_rules_are_confirmed(verified_further):

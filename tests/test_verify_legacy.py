@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
 
+from verified import verdicts  # noqa: E402
+
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.findings import Finding  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
@@ -48,8 +50,7 @@ LEGACY = textwrap.dedent("""\
 
 @pytest.fixture(scope="module")
 def legacy():
-    findings, _ = lint_module("legacy.py", LEGACY, RULES)
-    return {(f.code, f.line): f.verification for f in verify_findings(findings, timeout=120)}
+    return verdicts("legacy.py", LEGACY)
 
 
 def test_every_legacy_finding_is_confirmed(legacy):
