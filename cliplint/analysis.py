@@ -20,7 +20,7 @@ from libcst._nodes.internal import CodegenState  # positions: see Positions
 from .facts import split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
-from .flow.nodes import children
+from .flow.nodes import children, first_numbered
 from .names import ImportTable
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
 
@@ -94,7 +94,7 @@ class TreeIndex:
             for kind, nodes in part.by_type.items():
                 listed = self.by_type[kind]
                 for run in ([node] for node in nodes) if part.scattered else (nodes,):
-                    at = _first_after(listed, part.pre[run[0]], self.pre)
+                    at = first_numbered(listed, part.pre[run[0]], self.pre)
                     del listed[at:at + len(run)]
             for numbers in (self.parent, self.pre, self.post):
                 for node in part.pre:
@@ -106,7 +106,7 @@ class TreeIndex:
             for kind, nodes in part.by_type.items():
                 listed = self.by_type.setdefault(kind, [])
                 for run in ([node] for node in nodes) if part.scattered else (nodes,):
-                    at = _first_after(listed, part.pre[run[0]], self.pre)
+                    at = first_numbered(listed, part.pre[run[0]], self.pre)
                     listed[at:at] = run
         self._root(module, previous)
 
@@ -136,21 +136,6 @@ class TreeIndex:
         self.post[module] = self.post[module.body[-1]] + 1 if module.body else 0
         self.by_type[cst.Module] = [module]
         self.first, self.size = -1, self.post[module] + 2
-
-
-def _first_after(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
-    """Where a node numbered `number` goes in `nodes` (in source order). Python 3.9's bisect
-    takes no key."""
-    if not nodes or pre[nodes[-1]] < number:
-        return len(nodes)  # after them all: how a whole module is joined, statement by statement
-    low, high = 0, len(nodes)
-    while low < high:
-        middle = (low + high) // 2
-        if pre[nodes[middle]] < number:
-            low = middle + 1
-        else:
-            high = middle
-    return low
 
 
 class Context:

@@ -1,6 +1,7 @@
 """What the rules know about a module's values, one `Flow` per module (`ctx.flow`).
 
-    nodes.py          CST utilities: children, walk, target names, call arguments, `None` tests
+    nodes.py          CST utilities: children, walk, target names, call arguments, `None` tests,
+                      a search by source order
     local.py          local dataflow: bindings, scopes, values, aliases, self attributes
     calls.py          calls between the module's functions: callee, returns, call sites, arguments
     constants.py      constant folding, argparse/absl flag defaults

@@ -16,7 +16,7 @@ import libcst as cst
 
 from .calls import CallSummaries
 from .constants import FlagDefaults
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, target_names
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, first_numbered, target_names
 
 # How many calls a value is followed through into a function's parameter. Two covers the shape
 # real code has (a training step calls a loss helper that calls a small log helper); each level
@@ -263,15 +263,8 @@ class Dataflow(CallSummaries, FlagDefaults):
         pre, end = self.ctx.pre, self.ctx.post[node]
         limit = self.ctx.post.get(scope)
         spelled = self.names(name)
-        low, high = 0, len(spelled)
-        while low < high:  # the first name after `node` (they are in source order)
-            middle = (low + high) // 2
-            if pre[spelled[middle]] <= end:
-                low = middle + 1
-            else:
-                high = middle
         found = []
-        for n in spelled[low:]:
+        for n in spelled[first_numbered(spelled, end + 1, pre):]:
             if limit is not None and pre[n] > limit:
                 break
             if self.scope_of(n) is scope and not self._is_store(n):

@@ -74,6 +74,21 @@ def _kept(kind: type) -> bool:
     return keep
 
 
+def first_numbered(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
+    """Where a node numbered `number` (in pre-order) goes in `nodes`, which are in source order:
+    the first one numbered `number` or more. Python 3.9's bisect takes no key."""
+    if not nodes or pre[nodes[-1]] < number:
+        return len(nodes)  # after them all: the usual case when nodes are added in source order
+    low, high = 0, len(nodes)
+    while low < high:
+        middle = (low + high) // 2
+        if pre[nodes[middle]] < number:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The child nodes a rule can care about, in field order (cheaper than `node.children`,
     which regenerates the node; whitespace, brackets and commas are left out)."""
