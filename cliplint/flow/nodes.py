@@ -1,5 +1,6 @@
 """CST utilities every part of the dataflow uses: a node's children, a walk, the names an
-assignment target binds, call arguments, and `None` tests.
+assignment target binds, call arguments, `None` tests, and where a node goes among nodes kept
+in source order.
 
 `ModuleIndex` is what the dataflow reads from an indexed module (`analysis.Context` is one):
 a structural type, so this package does not import the module that builds it.
