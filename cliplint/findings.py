@@ -27,9 +27,20 @@ class Finding:
     verification: Optional[dict] = field(default=None, compare=False)
     cell: Optional[int] = None
     fix: Optional[dict] = field(default=None, compare=False)  # {"title", "safety"} when the rule offers one
+    # Where the finding sits in the file as stored, when that is not (line, column): a notebook
+    # cell's line lies on some line of the .ipynb's JSON. (line, column, end line, end column).
+    file_region: Optional[Tuple[int, int, int, int]] = field(default=None, compare=False)
 
     def sort_key(self) -> Tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    def stored_region(self) -> Tuple[int, int, int, int]:
+        """(line, column, end line, end column) in the file as stored: what CI annotations and
+        SARIF regions point at, so that they land on the line a pull request shows."""
+        if self.file_region is not None:  # a list after the cache's JSON round trip
+            line, column, end_line, end_column = self.file_region
+            return line, column, end_line, end_column
+        return self.line, self.column, self.end_line, max(self.end_column, self.column)
 
 
 # The Keras optimizer clip options: rules (Python and configs) and the verifier's probes both

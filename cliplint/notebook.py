@@ -109,12 +109,12 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str, lint: C
         findings, crashed = lint(path, program.text, rules, display)
         syntax = next((f for f in findings if is_syntax_error(f)), None)
         if syntax is None:
-            return broken + [program.to_cell(f) for f in findings], crashed
+            return stored_regions(data, broken + [program.to_cell(f) for f in findings]), crashed
         # Report the broken cell, then lint the others without it.
         index, _ = program.locate(syntax.line)
         broken.append(program.to_cell(syntax))
         cells = cells[:index] + cells[index + 1:]
-    return broken, False
+    return stored_regions(data, broken), False
 
 
 def python_cells(display: str, sources: List[Tuple[int, str]]) -> Tuple[List[Tuple[int, Cell]], List[Finding]]:
@@ -280,6 +280,66 @@ def source_spans(text: str) -> Dict[int, Tuple[int, int]]:
         if text[start] == "{":
             spans.update({number: (s, e) for key, s, e in _members(text, start) if key == "source"})
     return spans
+
+
+# --- where a cell's line lies in the .ipynb ------------------------------------------------------
+# A pull request, GitHub's annotations and SARIF viewers show the notebook's JSON, so a finding at
+# (cell, line, column) is also placed on the JSON line and column holding that code.
+
+_ESCAPE_LENGTHS = {"u": 6}  # a \u escape and its four hex digits; every other escape is two characters
+
+
+def _decoded_positions(raw: str, start: int) -> Iterator[Tuple[str, int]]:
+    """(decoded character, its offset in the JSON text) for the JSON string literal body `raw`,
+    which begins at offset `start`. A surrogate pair is one character, at its first escape."""
+    index = 0
+    while index < len(raw):
+        if raw[index] != "\\":
+            yield raw[index], start + index
+            index += 1
+            continue
+        length = _ESCAPE_LENGTHS.get(raw[index + 1], 2)
+        if length == 6 and 0xD800 <= int(raw[index + 2:index + 6], 16) < 0xDC00 and raw[index + 6:index + 8] == "\\u":
+            length = 12
+        yield json.loads('"' + raw[index:index + length] + '"'), start + index
+        index += length
+
+
+def _cell_offsets(text: str, span: Tuple[int, int]) -> Dict[Tuple[int, int], int]:
+    """(line, column) of each character of a cell's source (1-based, as findings count them,
+    with the position after each line's last character too) -> its offset in the JSON text."""
+    offsets: Dict[Tuple[int, int], int] = {}
+    line, column = 1, 1
+    for literal in _JSON_STRING.finditer(text, span[0], span[1]):
+        for char, offset in _decoded_positions(literal.group()[1:-1], literal.start() + 1):
+            offsets[(line, column)] = offset
+            line, column = (line + 1, 1) if char == "\n" else (line, column + len(char))
+        offsets.setdefault((line, column), literal.end() - 1)
+    return offsets
+
+
+def stored_regions(data: bytes, findings: List[Finding]) -> List[Finding]:
+    """The findings of a notebook, each placed also on the .ipynb's own lines (`file_region`)."""
+    if not any(f.cell is not None for f in findings):
+        return findings
+    text = data.decode("utf-8-sig")
+    spans = source_spans(text)
+    offsets = {number: _cell_offsets(text, span) for number, span in spans.items()
+               if any(f.cell == number for f in findings)}
+    return [_placed(text, offsets.get(f.cell or 0, {}), f) for f in findings]
+
+
+def _placed(text: str, offsets: Dict[Tuple[int, int], int], finding: Finding) -> Finding:
+    start = offsets.get((finding.line, finding.column))
+    if start is None:
+        return finding
+    end = offsets.get((finding.end_line, finding.end_column), start)
+    return replace(finding, file_region=(*_line_and_column(text, start), *_line_and_column(text, end)))
+
+
+def _line_and_column(text: str, offset: int) -> Tuple[int, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
 
 
 def encode_source(old: str, source: str, ascii_only: bool) -> str:

@@ -134,14 +134,31 @@ MATCHER_LINES = [
      "error", "`clipnorm` and `clipvalue`: a, b"),
     (r"C:\work\repo\train.py:12:9: CL003 warning: per tensor: 1:2", r"C:\work\repo\train.py", 12, 9, "CL003",
      "warning", "per tensor: 1:2"),
-    ("nb/My Notebook.ipynb:cell 3:1:13: CL004 error: log", "nb/My Notebook.ipynb", 1, 13, "CL004", "error", "log"),
 ]
+NOTEBOOK_LINE = "nb/My Notebook.ipynb:cell 3:1:13: CL004 error: log"
 
 
 def _matchers(run_cli):
     vscode = json.loads(run_cli("problem-matcher", "--vscode").stdout)
     github_matcher = json.loads(run_cli("problem-matcher", "--github").stdout)["problemMatcher"][0]
     return [("vscode", vscode["pattern"]), ("github", github_matcher["pattern"][0])]
+
+
+def test_problem_matchers_keep_a_notebook_cell(run_cli):
+    """VS Code shows the cell's line; on GitHub a line of the cell is no line of the .ipynb's JSON,
+    so the notebook matcher makes a file annotation whose message names the cell and its line."""
+    vscode = json.loads(run_cli("problem-matcher", "--vscode").stdout)["pattern"]
+    assert _groups(vscode, re.match(vscode["regexp"], NOTEBOOK_LINE)) == (
+        "nb/My Notebook.ipynb", 1, 13, "CL004", "error", "log")
+    python_lines, notebook_lines = json.loads(run_cli("problem-matcher", "--github").stdout)["problemMatcher"]
+    assert re.match(python_lines["pattern"][0]["regexp"], NOTEBOOK_LINE) is None
+    pattern = notebook_lines["pattern"][0]
+    assert "line" not in pattern
+    match = re.match(pattern["regexp"], NOTEBOOK_LINE)
+    assert [match.group(pattern[key]) for key in ("file", "code", "severity", "message")] == [
+        "nb/My Notebook.ipynb", "CL004", "error", "cell 3:1:13: CL004 error: log"]
+    for line, *_ in MATCHER_LINES:
+        assert re.match(pattern["regexp"], line) is None
 
 
 def _groups(pattern, match):

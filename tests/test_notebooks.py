@@ -323,3 +323,34 @@ def test_any_cell_text_gives_python_lines_or_one_warning_never_an_exception(text
     cells, skipped = python_cells("nb.ipynb", [(1, text)])
     assert len(cells) + len(skipped) == 1
     assert all(f.code == "CL000" and f.severity == "warning" and 1 <= f.line <= len(cell.lines) for f in skipped)
+
+
+@pytest.mark.parametrize("layout", ["lines", "one string", "compact", "ascii escapes"])
+def test_ci_outputs_point_at_the_ipynb_line_holding_the_code(tmp_path, run_cli, layout):
+    """GitHub annotations, SARIF, GitLab and JUnit land on the .ipynb's own line and column (what
+    a pull request shows), the cell and its line stay in the message; whatever the JSON layout."""
+    code = 'import tensorflow as tf\nname = "caf\u00e9\\t\U0001F600"; opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n'
+    source = code if layout == "one string" else code.splitlines(keepends=True)
+    data = json.loads(notebook([("markdown", "# t"), ("code", "x = 1"), ("code", source)]))
+    text = json.dumps(data, indent=None if layout == "compact" else 1, ensure_ascii=layout == "ascii escapes")
+    (tmp_path / "nb.ipynb").write_text(text, encoding="utf-8")
+    flagged = "tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)"
+
+    def holds_flagged_code(line: int, column: int, end_line: int, end_column: int) -> None:
+        lines = text.splitlines()
+        assert line == end_line and lines[line - 1][column - 1:end_column - 1] == flagged
+
+    annotation = run_cli("--output-format", "github", "nb.ipynb").stdout
+    fields = dict(part.split("=", 1) for part in annotation.split("::")[1].split(" ", 1)[1].split(","))
+    holds_flagged_code(*(int(fields[key]) for key in ("line", "col", "endLine", "endColumn")))
+    assert "(cell 3, line 2)" in annotation
+    result = json.loads(run_cli("--output-format", "sarif", "nb.ipynb").stdout)["runs"][0]["results"][0]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    holds_flagged_code(region["startLine"], region["startColumn"], region["endLine"], region["endColumn"])
+    assert result["properties"]["cell"] == 3 and "(cell 3, line 2)" in result["message"]["text"]
+    location = json.loads(run_cli("--output-format", "gitlab", "nb.ipynb").stdout)[0]["location"]["positions"]
+    holds_flagged_code(location["begin"]["line"], location["begin"]["column"],
+                       location["end"]["line"], location["end"]["column"])
+    records, _ = lint(tmp_path, run_cli, "nb.ipynb", text)
+    assert [(r["cell"], r["line"], r["code"]) for r in records] == [(3, 2, "CL001")]  # JSON: the cell's line
+    assert run_cli("nb.ipynb").stdout.startswith("nb.ipynb:cell 3:2:")

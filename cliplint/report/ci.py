@@ -49,8 +49,8 @@ def _line_text(finding: Finding, cache: Dict[str, List[str]]) -> str:
                 cache[finding.path] = handle.read().splitlines()
         except OSError:
             cache[finding.path] = []
-    lines = cache[finding.path]
-    return lines[finding.line - 1].strip() if 0 < finding.line <= len(lines) else ""
+    lines, line = cache[finding.path], finding.stored_region()[0]
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 # --- SARIF ----------------------------------------------------------------------------------
@@ -70,8 +70,7 @@ def sarif(findings: List[Finding], info) -> str:
             "message": {"text": _message(finding)},
             "locations": [{"physicalLocation": {
                 "artifactLocation": _artifact(finding.path),
-                "region": {"startLine": finding.line, "startColumn": finding.column,
-                           "endLine": finding.end_line, "endColumn": max(finding.end_column, finding.column)},
+                "region": dict(zip(("startLine", "startColumn", "endLine", "endColumn"), finding.stored_region())),
             }}],
             "partialFingerprints": {"primaryLocationLineHash": f"{digest}:{seen[digest]}"},
         }
@@ -138,8 +137,9 @@ def _escape_property(text: str) -> str:
 def github(findings: List[Finding], info) -> str:
     lines = []
     for f in findings:
-        properties = [f"file={_escape_property(f.path)}", f"line={f.line}", f"col={f.column}",
-                      f"endLine={f.end_line}", f"endColumn={max(f.end_column, f.column)}",
+        line, column, end_line, end_column = f.stored_region()
+        properties = [f"file={_escape_property(f.path)}", f"line={line}", f"col={column}",
+                      f"endLine={end_line}", f"endColumn={end_column}",
                       f"title={_escape_property(f'cliplint ({f.code} {f.name})')}"]
         lines.append(f"::{f.severity} {','.join(properties)}::{_escape_data(f'{f.code} {_message(f)}')}")
     return "".join(line + "\n" for line in lines)
@@ -157,12 +157,13 @@ def junit(findings: List[Finding], info) -> str:
         suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(found)), failures=str(len(found)),
                               errors="0", skipped="0", package="org.cliplint")
         for f in found:
+            line, column, _, _ = f.stored_region()
             case = ET.SubElement(suite, "testcase", name=f"org.cliplint.{f.code}",
-                                 classname=os.path.splitext(path)[0], line=str(f.line), column=str(f.column))
+                                 classname=os.path.splitext(path)[0], line=str(line), column=str(column))
             properties = ET.SubElement(case, "properties")
             ET.SubElement(properties, "property", name="severity", value=f.severity)
             failure = ET.SubElement(case, "failure", message=_message(f), type=f.code)
-            failure.text = f"line {f.line}, col {f.column}, {_message(f)}"
+            failure.text = f"line {line}, col {column}, {_message(f)}"
     if not findings:
         suite = ET.SubElement(suites, "testsuite", name="cliplint", tests="1", failures="0", errors="0", skipped="0")
         ET.SubElement(suite, "testcase", name="No errors found", classname="cliplint")
@@ -183,13 +184,14 @@ def gitlab(findings: List[Finding], info) -> str:
                 break
             salt += 1
         fingerprints.add(fingerprint)
+        line, column, end_line, end_column = f.stored_region()
         report.append({
             "check_name": f.code,
             "description": f"{f.code}: {_message(f)}",
             "severity": "major" if f.severity == "error" else "minor",
             "fingerprint": fingerprint,
-            "location": {"path": path, "lines": {"begin": f.line, "end": f.end_line},
-                         "positions": {"begin": {"line": f.line, "column": f.column},
-                                       "end": {"line": f.end_line, "column": f.end_column}}},
+            "location": {"path": path, "lines": {"begin": line, "end": end_line},
+                         "positions": {"begin": {"line": line, "column": column},
+                                       "end": {"line": end_line, "column": end_column}}},
         })
     return json.dumps(report, indent=2) + "\n"
