@@ -138,6 +138,13 @@ KEEPS_PROBABILITY = frozenset({
     "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
     "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
     "tensorflow.slice", "tensorflow.stop_gradient",
+    # layout and dtype changes, clamps from above, means over an ensemble or a batch
+    "tensorflow.transpose", "tensorflow.expand_dims", "tensorflow.identity", "tensorflow.tile",
+    "tensorflow.cast", "keras.backend.cast", "keras.ops.cast", "keras.ops.reshape", "keras.ops.transpose",
+    "keras.ops.expand_dims", "keras.ops.squeeze", "keras.backend.reshape", "keras.backend.squeeze",
+    "tensorflow.minimum", "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum",
+    "tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean",
+    "tensorflow.boolean_mask", "tensorflow.gather", "keras.ops.take",
 })
 # Functions that make one tensor of a list of them: probabilities when an element is one.
 STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack"})

@@ -329,7 +329,8 @@ def test_any_cell_text_gives_python_lines_or_one_warning_never_an_exception(text
 def test_ci_outputs_point_at_the_ipynb_line_holding_the_code(tmp_path, run_cli, layout):
     """GitHub annotations, SARIF, GitLab and JUnit land on the .ipynb's own line and column (what
     a pull request shows), the cell and its line stay in the message; whatever the JSON layout."""
-    code = 'import tensorflow as tf\nname = "caf\u00e9\\t\U0001F600"; opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n'
+    code = ('import tensorflow as tf\n'
+            'name = "caf\u00e9\\t\U0001F600"; opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n')
     source = code if layout == "one string" else code.splitlines(keepends=True)
     data = json.loads(notebook([("markdown", "# t"), ("code", "x = 1"), ("code", source)]))
     text = json.dumps(data, indent=None if layout == "compact" else 1, ensure_ascii=layout == "ascii escapes")

@@ -17,27 +17,63 @@ class CallSummaries:
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
-        """The FunctionDef or ClassDef of this module a call runs: `f(...)` for a function or
-        class bound here, `self.m(...)` for a method of the caller's own class."""
+        """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
+        class or lambda bound here, `obj.m(...)` for a method of the class `obj` is an instance of
+        (`self`, `Agent(...)`, a name or attribute bound to one) or the class itself (`Agent.m`)."""
         func = call.func
         if isinstance(func, cst.Name):
             binding = self.binding_of(func)
-            return binding.owner if binding is not None and binding.kind == "def" else None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            method = self.method_of(call)
-            if method is not None and self._attribute_scope(func) is method[1]:
-                return self.method_named(method[1], func.attr.value)
+            if binding is None:
+                return None
+            if binding.kind == "def":
+                return binding.owner
+            lam = binding.value if binding.kind == "assign" and not binding.path else None
+            return lam if isinstance(lam, cst.Lambda) else None
+        if isinstance(func, cst.Attribute):
+            cls = self.class_of(func.value)
+            return self.method_named(cls, func.attr.value) if cls is not None else None
         return None
 
-    @staticmethod
-    def method_named(cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    def class_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.ClassDef]:
+        """The class of this module that `expr` is an instance of, or is: `self` in its methods,
+        `Agent`, `Agent(...)`, and names or attributes bound to those."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.Name):
+            method = self.method_of(expr)
+            if method is not None and method[0].params.params and method[0].params.params[0].name.value == expr.value:
+                return method[1]
+            binding = self.binding_of(expr)
+            if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
+                return binding.owner
+        value = self.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
+            return self.class_of(value.func, depth + 1)
+        return None
+
+    def method_named(self, cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+        """The method `name` of a class of this module, or of the nearest of its bases defined here."""
         found = [m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name]
-        return found[-1] if found else None
+        if found or depth > 4:
+            return found[-1] if found else None
+        for base in cls.bases:
+            parent = self.class_of(base.value) if isinstance(base.value, cst.Name) else None
+            inherited = self.method_named(parent, name, depth + 1) if parent is not None else None
+            if inherited is not None:
+                return inherited
+        return None
 
     def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
         """The `return <value>` statements of the function itself (not of nested functions)."""
         return [r for r in self.ctx.nodes(cst.Return) if r.value is not None
                 and self.ctx.encloses(function, r) and self.scope_of(r) is function]
+
+    def returned(self, function: cst.CSTNode) -> List[cst.BaseExpression]:
+        """What a function returns: the values of its own `return` statements (not of nested
+        functions), or a lambda's body."""
+        if isinstance(function, cst.Lambda):
+            return [function.body]
+        return [r.value for r in self.returns(function)]
 
     def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
         """The calls of this module that run `function` (built once, on first need)."""

@@ -223,10 +223,10 @@ class Dataflow(CallSummaries, FlagDefaults):
         value, path = binding.value, binding.path
         if isinstance(value, cst.Call):
             called = self.callee(value)
-            if not isinstance(called, cst.FunctionDef):
+            if not isinstance(called, (cst.FunctionDef, cst.Lambda)):
                 return None
-            returns = self.returns(called)
-            value = returns[-1].value if returns else None
+            returned = self.returned(called)
+            value = returned[-1] if returned else None
         for index in path:
             if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
                 return None

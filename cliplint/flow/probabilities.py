@@ -72,7 +72,9 @@ class Probabilities:
         if isinstance(expr, (cst.Name, cst.Attribute)):
             return self._named(expr, seen, padded)
         if isinstance(expr, cst.Subscript):
-            return self.probability(expr.value, seen, padded)
+            return self._subscript(expr, seen, padded)
+        if isinstance(expr, (cst.List, cst.Tuple)):  # a container holds probabilities if an element does
+            return self._stacked(expr, seen, padded)
         if isinstance(expr, cst.BinaryOperation):
             return self._arithmetic(expr, seen, padded)
         if isinstance(expr, cst.Call):
@@ -87,7 +89,7 @@ class Probabilities:
         if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output
             return self._model(expr.value, seen, padded)
         binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
-        if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
+        if binding is not None and binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
             return self._parameter(binding, seen, padded)
         return None
 
@@ -122,6 +124,8 @@ class Probabilities:
             return None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
+        if isinstance(expr.operator, cst.Divide):  # p / sum(p), (p1 + p2) / 2: still probabilities
+            return self.probability(left, seen, padded)
         return None
 
     @staticmethod
@@ -154,14 +158,35 @@ class Probabilities:
             return self._model(func.value, seen, padded)
         return self._model(func, seen, padded, call)
 
+    def _subscript(self, expr: cst.Subscript, seen, padded) -> Optional[Source]:
+        """`probs[:, a]`, `heads[0]`, `outputs["probs"]`: the element a literal container holds
+        at a constant index or key; otherwise the container (a slice of probabilities)."""
+        container = self.flow.value_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else expr.value
+        index = expr.slice[0].slice if len(expr.slice) == 1 else None
+        key = constant(self.flow, index.value) if isinstance(index, cst.Index) else UNKNOWN
+        if isinstance(container, cst.Dict):
+            chosen = [e.value for e in container.elements
+                      if isinstance(e, cst.DictElement) and (key is UNKNOWN or constant(self.flow, e.key) == key)]
+            return next(filter(None, (self.probability(v, seen, padded) for v in chosen)), None)
+        if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, int) and not isinstance(key, bool) \
+                and -len(container.elements) <= key < len(container.elements):
+            return self.probability(container.elements[key].value, seen, padded)
+        if isinstance(container, (cst.List, cst.Tuple)) and isinstance(expr.value, cst.Name):
+            return self._stacked(expr.value, seen, padded)  # with what was appended to it
+        return self.probability(expr.value, seen, padded)
+
     def _stacked(self, values, seen, padded) -> Optional[Source]:
         """`tf.stack(probs_list)`: a list literal, or a list filled by `append`."""
         if isinstance(values, (cst.List, cst.Tuple)):
             return next(filter(None, (self.probability(e.value, seen, padded) for e in values.elements)), None)
         if isinstance(values, cst.Name):
-            scope = self.flow.scope_of(values)
-            appended = [b.value for b in self.flow.appended(values.value, scope)]
-            return next(filter(None, (self.probability(v, seen, padded) for v in appended)), None)
+            binding = self.flow.binding_of(values)  # the list may be bound in an enclosing scope
+            scope = binding.scope if binding is not None else self.flow.scope_of(values)
+            held = [b.value for b in self.flow.appended(values.value, scope)]
+            literal = self.flow.value_of(values)
+            if isinstance(literal, (cst.List, cst.Tuple)):
+                held += [e.value for e in literal.elements]
+            return next(filter(None, (self.probability(v, seen, padded) for v in held)), None)
         return None
 
     def _tensor_array(self, array, seen, padded) -> Optional[Source]:
@@ -199,7 +224,7 @@ class Probabilities:
         if call is None:
             return None
         called = flow.callee(call)
-        if isinstance(called, cst.FunctionDef):
+        if isinstance(called, (cst.FunctionDef, cst.Lambda)):
             return self._from_returns(called, call, lambda r: self.probability(r, seen, padded), seen)
         if isinstance(called, cst.ClassDef):  # Net()(x) is rare; Net(x) builds an object
             return None
@@ -213,14 +238,14 @@ class Probabilities:
             return self._from_returns(method, None, lambda r: self.probability(r, seen, padded), seen)
         return self._from_returns(method, call, lambda r: self.probability(r, seen, padded), seen)
 
-    def _from_returns(self, function: cst.FunctionDef, call: Optional[cst.Call], follow, seen) -> Optional[Source]:
+    def _from_returns(self, function: cst.CSTNode, call: Optional[cst.Call], follow, seen) -> Optional[Source]:
         """The first return of `function` that `follow` finds a probability in, skipping what
         lies in a branch the call switches off (`if activation:` with `activation=False`)."""
         flow = self.flow
-        for ret in flow.returns(function):
-            if call is not None and flow.not_taken(ret, function, call):
+        for value in flow.returned(function):
+            if call is not None and flow.not_taken(value, function, call):
                 continue
-            found = follow(ret.value)
+            found = follow(value)
             if found is not None and (call is None or not self._inside_off_branch(found.node, function, call)):
                 return found
         return None

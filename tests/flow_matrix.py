@@ -1,0 +1,226 @@
+"""Generated programs for the value-flow engine: every source x carrier x sink, carriers nested in
+pairs, each program with a clean twin that passes logits instead of probabilities.
+
+A program is a realistic little module: imports, a function or class that makes the value, the
+carrier that takes it to the sink, and the sink on a line marked `# <- CODE`. Its twin is the same
+text with the source replaced by the logits it would have squashed, so a finding on the twin is a
+false positive of the carrier, never of the source or sink. `bench/flow_matrix.py` runs the whole
+matrix; `tests/test_flow_matrix.py` a fixed sample of it.
+
+Templates use `{value}` for the expression the previous stage produced and `{next}` for the name
+the next stage reads; each carrier is a function of the expression it receives, returning (the
+lines it adds, the expression that now holds the value).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Callable, Iterator, List, Sequence, Tuple
+
+HEADER = "import tensorflow as tf\nfrom tensorflow import keras\n\n"
+
+# name -> (expression making probabilities from `logits`, its clean twin)
+PROBABILITY_SOURCES = {
+    "tf.nn.softmax": "tf.nn.softmax(logits)",
+    "tf.math.softmax(axis)": "tf.math.softmax(logits, axis=-1)",
+    "keras.activations.softmax": "keras.activations.softmax(logits)",
+    "tf.sigmoid": "tf.sigmoid(logits)",
+    "tf.math.sigmoid": "tf.math.sigmoid(logits)",
+    "Softmax layer": "keras.layers.Softmax()(logits)",
+    "Dense softmax": 'keras.layers.Dense(10, activation="softmax")(features)',
+    "Dense tf.nn.softmax": "keras.layers.Dense(10, activation=tf.nn.softmax)(features)",
+}
+TWIN_SOURCES = {
+    "Dense softmax": "keras.layers.Dense(10)(features)",
+    "Dense tf.nn.softmax": "keras.layers.Dense(10, activation=None)(features)",
+}
+
+
+def twin_of(source: str) -> str:
+    return TWIN_SOURCES.get(source, "logits")
+
+
+Carrier = Callable[[str, int], Tuple[List[str], str]]
+
+
+def _assign(template: str) -> Carrier:
+    """A carrier that binds a new name to `template` around the value."""
+    def carry(value: str, depth: int) -> Tuple[List[str], str]:
+        name = f"p{depth}"
+        return [f"{name} = {template.format(value=value)}"], name
+    return carry
+
+
+def _helper_return(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"make_probs{depth}"
+    return [f"def {name}(logits, features):", f"    out = {value}", "    return out", ""], f"{name}(logits, features)"
+
+
+def _builder_parameter(value: str, depth: int) -> Tuple[List[str], str]:
+    # a builder whose result passes through a parameter it was given
+    name = f"finish{depth}"
+    return [f"def {name}(x, scale=1.0):", "    return x * scale", ""], f"{name}({value})"
+
+
+def _self_attribute(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"Head{depth}"
+    lines = [f"class {name}:", "    def __init__(self, logits, features):", f"        self.probs = {value}", "",
+             "    def output(self):", "        return self.probs", ""]
+    return lines, f"{name}(logits, features).output()"
+
+
+def _list_element(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"heads{depth} = [{value}]", f"p{depth} = heads{depth}[0]"], f"p{depth}"
+
+
+def _dict_value(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f'outputs{depth} = {{"probs": {value}, "logits": logits}}'], f'outputs{depth}["probs"]'
+
+
+def _append(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"collected{depth} = []", f"collected{depth}.append({value})"], f"collected{depth}[-1]"
+
+
+def _tuple_unpack(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"p{depth}, n{depth} = {value}, 3"], f"p{depth}"
+
+
+def _static_method(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"Ops{depth}"
+    return [f"class {name}:", "    @staticmethod", "    def keep(p):", "        return p", ""], f"{name}.keep({value})"
+
+
+def _lambda(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"same{depth} = lambda p: p"], f"same{depth}({value})"
+
+
+def _branch(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"p{depth}"
+    return ["if features is not None:", f"    {name} = {value}", "else:", f"    {name} = {value}"], name
+
+
+CARRIERS = {
+    "direct": lambda value, depth: ([], value),
+    "name": _assign("{value}"),
+    "function return": _helper_return,
+    "parameter passthrough": _builder_parameter,
+    "self attribute": _self_attribute,
+    "list element": _list_element,
+    "dict value": _dict_value,
+    "append": _append,
+    "tuple unpack": _tuple_unpack,
+    "static method": _static_method,
+    "lambda": _lambda,
+    "branches": _branch,
+    "+ eps": _assign("{value} + 1e-8"),
+    "clip_by_value": _assign("tf.clip_by_value({value}, 1e-8, 1.0)"),
+    "tf.maximum": _assign("tf.maximum({value}, 1e-8)"),
+    "tf.minimum(max)": _assign("tf.minimum(tf.maximum({value}, 1e-8), 1.0)"),
+    "index": _assign("{value}[:, 0]"),
+    "tf.gather": _assign("tf.gather({value}, actions, axis=1, batch_dims=1)"),
+    "one-hot product": _assign("tf.reduce_sum({value} * tf.one_hot(actions, 10), axis=-1)"),
+    "reshape": _assign("tf.reshape({value}, [-1])"),
+    "transpose": _assign("tf.transpose({value})"),
+    "cast": _assign("tf.cast({value}, tf.float64)"),
+    "ensemble mean": _assign("tf.reduce_mean(tf.stack([{value}, {value}]), axis=0)"),
+    "ratio": _assign("{value} / tf.reduce_sum({value}, axis=-1, keepdims=True)"),
+}
+
+LOG_SINKS = {
+    "tf.math.log": "tf.math.log({value})",
+    "tf.log": "tf.log({value})",
+    "tf.compat.v1.log": "tf.compat.v1.log({value})",
+    "keras.backend.log": "keras.backend.log({value})",
+    "keras.ops.log": "keras.ops.log({value})",
+    "negative log in a sum": "-tf.reduce_sum(labels * tf.math.log({value}))",
+}
+
+# The sanitiser twin: a log of probabilities that only feeds sampling is no mistake (no gradient
+# flows through it, and -inf is the right logit for a probability that underflowed).
+SAMPLING = "tf.random.categorical({log}, 1)"
+
+
+@dataclass(frozen=True)
+class Program:
+    source: str
+    carriers: Tuple[str, ...]
+    sink: str
+    text: str
+    twins: Tuple[str, ...]  # the same program with logits instead of probabilities, or a sanitiser
+    line: int  # where the finding belongs (the sink's line)
+    code: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.code} {self.source} -> {' -> '.join(self.carriers)} -> {self.sink}"
+
+
+def build(source: str, carriers: Sequence[str], sink: str, code: str = "CL004") -> Program:
+    text, line = _render(PROBABILITY_SOURCES[source], carriers, LOG_SINKS[sink])
+    logits_twin, _ = _render(twin_of(source), carriers, LOG_SINKS[sink])
+    twins = [logits_twin]
+    if LOG_SINKS[sink].endswith("({value})"):  # a bare log: the same log, feeding sampling only
+        twins.append(_render(PROBABILITY_SOURCES[source], carriers, SAMPLING.replace("{log}", LOG_SINKS[sink]))[0])
+    return Program(source, tuple(carriers), sink, text, tuple(twins), line, code)
+
+
+def _render(value: str, carriers: Sequence[str], sink: str) -> Tuple[str, int]:
+    """The module, inside a training function, and the line of its sink."""
+    definitions: List[str] = []
+    body: List[str] = []
+    for depth, name in enumerate(carriers):
+        added, value = CARRIERS[name](value, depth)
+        # A definition that reads only the logits sits at module level; one that reads what an
+        # earlier carrier bound in the training function is a closure inside it.
+        defines = bool(added) and added[0].startswith(("def ", "class "))
+        (definitions if defines and not body else body).extend(added)
+    body.append(f"loss = {sink.format(value=value)}")
+    body.append("return loss")
+    lines = HEADER.splitlines() + definitions + ["def training_loss(logits, features, labels, actions):"]
+    lines += ["    " + line if line else "" for line in body]
+    return "\n".join(lines) + "\n", len(lines) - 1
+
+
+def matrix(nested: bool = True) -> Iterator[Program]:
+    """Every source x carrier x sink, then every ordered pair of carriers (source and sink rotated
+    through so each pair meets several of them)."""
+    for source, carrier, sink in itertools.product(PROBABILITY_SOURCES, CARRIERS, LOG_SINKS):
+        yield build(source, [carrier], sink)
+    if not nested:
+        return
+    sources, sinks = list(PROBABILITY_SOURCES), list(LOG_SINKS)
+    for index, (outer, inner) in enumerate(itertools.product(CARRIERS, repeat=2)):
+        yield build(sources[index % len(sources)], [outer, inner], sinks[index % len(sinks)])
+
+
+def sample(size: int, seed: int = 25) -> List[Program]:
+    """A fixed sample of the matrix (the same programs on every run)."""
+    programs = list(matrix())
+    return random.Random(seed).sample(programs, min(size, len(programs)))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    found: bool  # the mistake is reported at its line
+    twin_findings: Tuple[str, ...]  # anything reported on the clean twin (false positives)
+    gate_agrees: bool  # the gate and the reduced parse change nothing, on the program and its twin
+
+
+def check(program: Program) -> Outcome:
+    """Lint the program and its twin in-process, with and without the gate and reduced parse."""
+    gated, ungated = _lint(program.text), _lint(program.text, gate=False)
+    twins = [(_lint(twin), _lint(twin, gate=False)) for twin in program.twins]
+    found = (program.code, program.line) in {(code, line) for code, line, _ in gated}
+    on_twins = tuple(f"{code}@{line}: {message}" for twin, _ in twins for code, line, message in twin)
+    return Outcome(found, on_twins, gated == ungated and all(a == b for a, b in twins))
+
+
+def _lint(text: str, gate: bool = True) -> List[Tuple[str, int, str]]:
+    from cliplint.analysis import lint_module
+    from cliplint.lint import lint_text
+    from cliplint.rules import ALL_RULES
+
+    rules = list(ALL_RULES.values())
+    findings, _ = lint_text("m.py", text, rules, "m.py") if gate else lint_module("m.py", text, rules, "m.py")
+    return sorted((f.code, f.line, f.message) for f in findings)
