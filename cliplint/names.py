@@ -144,10 +144,13 @@ KEEPS_PROBABILITY = frozenset({
     "keras.ops.expand_dims", "keras.ops.squeeze", "keras.backend.reshape", "keras.backend.squeeze",
     "tensorflow.minimum", "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum",
     "tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean",
-    "tensorflow.boolean_mask", "tensorflow.gather", "keras.ops.take",
+    "tensorflow.boolean_mask", "keras.ops.take", "tensorflow.unstack", "tensorflow.split", "keras.ops.split",
 })
 # Functions that make one tensor of a list of them: probabilities when an element is one.
-STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack"})
+STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack",
+                    "tensorflow.add_n", "tensorflow.math.add_n", "keras.ops.concatenate", "keras.layers.average"})
+# Functions that apply a function to each element of a structure: (function, structure) first.
+MAPPERS = frozenset({"tensorflow.nest.map_structure", "tensorflow.map_fn", "tensorflow.vectorized_map"})
 # Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.
 LAYER_FUNCTIONS = {"tensorflow.layers.dense": (2, "activation"),
                    "tensorflow.contrib.layers.fully_connected": (2, "activation_fn")}

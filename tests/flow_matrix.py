@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Sequence, Tuple
 
-HEADER = "import tensorflow as tf\nfrom tensorflow import keras\n\n"
+HEADER = "import functools\n\nimport tensorflow as tf\nfrom tensorflow import keras\n\n"
 
 # name -> (expression making probabilities from `logits`, its clean twin)
 PROBABILITY_SOURCES = {
@@ -100,6 +100,62 @@ def _branch(value: str, depth: int) -> Tuple[List[str], str]:
     return ["if features is not None:", f"    {name} = {value}", "else:", f"    {name} = {value}"], name
 
 
+def _instance_attribute(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"Agent{depth}"
+    lines = [f"class {name}:", "    def __init__(self, logits, features):", f"        self.probs = {value}", ""]
+    return lines, f"{name}(logits, features).probs"
+
+
+def _subclass_attribute(value: str, depth: int) -> Tuple[List[str], str]:
+    # set in a subclass, read by a method of the base class
+    base, sub = f"Policy{depth}", f"SoftPolicy{depth}"
+    lines = [f"class {base}:", "    def probabilities(self):", "        return self.probs", "",
+             f"class {sub}({base}):", "    def __init__(self, logits, features):", f"        self.probs = {value}", ""]
+    return lines, f"{sub}(logits, features).probabilities()"
+
+
+def _layer_activation(value: str, depth: int) -> Tuple[List[str], str]:
+    # a user Layer whose `call` applies what it was given; here what it is given is the value itself
+    name = f"Passthrough{depth}"
+    lines = [f"class {name}(keras.layers.Layer):", "    def __init__(self, scale=1.0):", "        super().__init__()",
+             "        self.scale = scale", "", "    def call(self, x):", "        return x * self.scale", ""]
+    return lines, f"{name}()({value})"
+
+
+def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
+
+
+def _conditional(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"p{depth} = {value} if features is not None else {value}"], f"p{depth}"
+
+
+def _walrus(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"if (p{depth} := {value}) is None:", "    raise ValueError('no output')"], f"p{depth}"
+
+
+def _augmented(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"p{depth} = {value}", f"p{depth} += 1e-8"], f"p{depth}"
+
+
+def _tensor_array(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"array{depth} = tf.TensorArray(tf.float32, size=1)", f"array{depth} = array{depth}.write(0, {value})"], \
+        f"array{depth}.stack()"
+
+
+def _unstack(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"parts{depth} = tf.unstack({value})"], f"parts{depth}[0]"
+
+
+def _map_structure(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"p{depth} = tf.nest.map_structure(lambda t: t, {value})"], f"p{depth}"
+
+
+def _partial(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"scaled{depth}"
+    return [f"def {name}(x, scale):", "    return x * scale", ""], f"functools.partial({name}, scale=1.0)({value})"
+
+
 CARRIERS = {
     "direct": lambda value, depth: ([], value),
     "name": _assign("{value}"),
@@ -125,6 +181,19 @@ CARRIERS = {
     "cast": _assign("tf.cast({value}, tf.float64)"),
     "ensemble mean": _assign("tf.reduce_mean(tf.stack([{value}, {value}]), axis=0)"),
     "ratio": _assign("{value} / tf.reduce_sum({value}, axis=-1, keepdims=True)"),
+    "instance attribute": _instance_attribute,
+    "subclass attribute": _subclass_attribute,
+    "user layer": _layer_activation,
+    "comprehension": _comprehension,
+    "conditional": _conditional,
+    "walrus": _walrus,
+    "augmented +=": _augmented,
+    "TensorArray": _tensor_array,
+    "unstack": _unstack,
+    "map_structure": _map_structure,
+    "functools.partial": _partial,
+    "add_n mean": _assign("tf.add_n([{value}, {value}]) / 2.0"),
+    "concat": _assign("tf.concat([{value}, {value}], axis=0)"),
 }
 
 LOG_SINKS = {

@@ -21,17 +21,21 @@ class CallSummaries:
         class or lambda bound here, `obj.m(...)` for a method of the class `obj` is an instance of
         (`self`, `Agent(...)`, a name or attribute bound to one) or the class itself (`Agent.m`)."""
         func = call.func
+        if isinstance(func, cst.Call) and self.ctx.call_name(func) == "functools.partial" and func.args:
+            func = func.args[0].value  # partial(f, ...)(x) runs f
         if isinstance(func, cst.Name):
             binding = self.binding_of(func)
-            if binding is None:
-                return None
-            if binding.kind == "def":
+            if binding is not None and binding.kind == "def":
                 return binding.owner
-            lam = binding.value if binding.kind == "assign" and not binding.path else None
-            return lam if isinstance(lam, cst.Lambda) else None
+            lam = binding.value if binding is not None and binding.kind == "assign" and not binding.path else None
+            if isinstance(lam, cst.Lambda):
+                return lam
         if isinstance(func, cst.Attribute):
             cls = self.class_of(func.value)
             return self.method_named(cls, func.attr.value) if cls is not None else None
+        instance = self.class_of(func) if isinstance(func, (cst.Name, cst.Call)) else None
+        if instance is not None:  # layer(x), Head()(x): an instance's `call` (Keras) or `__call__`
+            return self.method_named(instance, "call") or self.method_named(instance, "__call__")
         return None
 
     def class_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.ClassDef]:
@@ -51,17 +55,27 @@ class CallSummaries:
             return self.class_of(value.func, depth + 1)
         return None
 
-    def method_named(self, cls: cst.ClassDef, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+    def method_named(self, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of a class of this module, or of the nearest of its bases defined here."""
-        found = [m for m in cls.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name]
-        if found or depth > 4:
-            return found[-1] if found else None
+        for owner in (cls, *self.bases(cls)):
+            found = [m for m in owner.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name]
+            if found:
+                return found[-1]
+        return None
+
+    def bases(self, cls: cst.ClassDef, depth: int = 0) -> List[cst.ClassDef]:
+        """The bases of a class that are defined in this module, nearest first."""
+        found: List[cst.ClassDef] = []
         for base in cls.bases:
             parent = self.class_of(base.value) if isinstance(base.value, cst.Name) else None
-            inherited = self.method_named(parent, name, depth + 1) if parent is not None else None
-            if inherited is not None:
-                return inherited
-        return None
+            if parent is not None and parent is not cls and depth < 4:
+                found += [parent, *self.bases(parent, depth + 1)]
+        return found
+
+    def related_classes(self, cls: cst.ClassDef) -> List[cst.ClassDef]:
+        """The bases and the subclasses of a class that are defined in this module: where an
+        attribute a method reads may be set (`self.probs` set by a subclass, read in the base)."""
+        return self.bases(cls) + [c for c in self.ctx.nodes(cst.ClassDef) if c is not cls and cls in self.bases(c)]
 
     def returns(self, function: cst.FunctionDef) -> List[cst.Return]:
         """The `return <value>` statements of the function itself (not of nested functions)."""
@@ -91,17 +105,25 @@ class CallSummaries:
         params = [*function.params.posonly_params, *function.params.params]
         if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
             params = params[1:]
-        for a in call.args:
+        args = self._arguments(call)
+        for a in args:
             if a.keyword is not None and a.keyword.value == name:
                 return a.value
-        if any(a.star for a in call.args):
+        if any(a.star for a in args):
             return None
-        positional = [a.value for a in call.args if a.keyword is None]
+        positional = [a.value for a in args if a.keyword is None]
         for index, param in enumerate(params):
             if param.name.value == name:
                 return positional[index] if index < len(positional) else param.default
         kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
         return kwonly[0].default if kwonly else None
+
+    def _arguments(self, call: cst.Call) -> List[cst.Arg]:
+        """The arguments a call passes, with those bound by `functools.partial(f, ...)` first."""
+        func = call.func
+        if isinstance(func, cst.Call) and self.ctx.call_name(func) == "functools.partial" and func.args:
+            return [*func.args[1:], *call.args]
+        return list(call.args)
 
     @staticmethod
     def _static(function: cst.FunctionDef) -> bool:

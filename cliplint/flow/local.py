@@ -14,6 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
+from ..names import MAPPERS
 from .calls import CallSummaries
 from .constants import FlagDefaults
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, first_numbered, target_names
@@ -44,6 +45,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
         self._names: Optional[Dict[str, List[cst.Name]]] = None
+        self._class_members: Dict[cst.ClassDef, Dict[str, List[Binding]]] = {}
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
@@ -85,6 +87,8 @@ class Dataflow(CallSummaries, FlagDefaults):
         for node in ctx.nodes(cst.AnnAssign):
             if node.value is not None:
                 self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
+        for node in ctx.nodes(cst.NamedExpr):  # `(p := softmax(x))` binds p in the enclosing function
+            self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
         for node in ctx.nodes(cst.For):
             self._bind_target(node.target, "iter", node.iter, node, ctx.pre[node.body])
         for node in ctx.nodes(cst.With):
@@ -161,11 +165,36 @@ class Dataflow(CallSummaries, FlagDefaults):
     def _mapped_lambda(self, lam: cst.Lambda, use: cst.Name, index: int) -> Binding:
         call = self.ctx.parent.get(self.ctx.parent.get(lam))
         iterable = None
-        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map" \
-                and len(call.args) > index + 1:
+        if isinstance(call, cst.Call) and (isinstance(call.func, cst.Name) and call.func.value == "map"
+                                           or self.ctx.call_name(call) in MAPPERS) and len(call.args) > index + 1:
             iterable = call.args[index + 1].value
         return Binding(use.value, lam, "iter" if iterable is not None else "param", iterable, (),
                        lam, self.ctx.pre[lam])
+
+    def _attribute_bindings(self, use: cst.Attribute) -> List[Binding]:
+        """Where `x.attr` is bound: `self.attr` in the class (else in its bases and subclasses of
+        this module), `agent.attr` with `agent = Agent(...)` in Agent, any other dotted name as
+        written at module level."""
+        scope, text = self._attribute_scope(use), self.ctx.text(use)
+        found = self._bindings.get((scope, text), [])
+        if found or isinstance(use.value, cst.Attribute):
+            return found
+        cls = scope if isinstance(scope, cst.ClassDef) else self.class_of(use.value)
+        if cls is None:
+            return found
+        owners = [cls, *self.related_classes(cls)] if cls is not scope else self.related_classes(cls)
+        attribute = use.attr.value
+        return next((b for b in (self._members(owner).get(attribute, []) for owner in owners) if b), [])
+
+    def _members(self, cls: cst.ClassDef) -> Dict[str, List[Binding]]:
+        """attribute -> the `self.attribute` bindings in the methods of `cls` (built on first need)."""
+        if cls not in self._class_members:
+            members: Dict[str, List[Binding]] = {}
+            for (scope, text), bindings in self._bindings.items():
+                if scope is cls and text.count(".") == 1:
+                    members.setdefault(text.split(".")[1], []).extend(bindings)
+            self._class_members[cls] = members
+        return self._class_members[cls]
 
     def binding_of(self, use: cst.CSTNode) -> Optional[Binding]:
         """The binding a Name (or a dotted `self.x` attribute) refers to at its position."""
@@ -176,8 +205,7 @@ class Dataflow(CallSummaries, FlagDefaults):
 
     def _find_binding(self, use: cst.CSTNode) -> Optional[Binding]:
         if isinstance(use, cst.Attribute):
-            found = self._bindings.get((self._attribute_scope(use), self.ctx.text(use)), [])
-            bound = [b for b in found if b.kind != "append"]
+            bound = [b for b in self._attribute_bindings(use) if b.kind != "append"]
             at, scope = self.ctx.pre[use], self.scope_of(use)
             local = [b for b in bound if b.visible_from <= at and self.scope_of(b.owner) is scope]
             return local[-1] if local else bound[-1] if bound else None

@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
+from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, MAPPERS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
 from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, arg
@@ -75,6 +75,12 @@ class Probabilities:
             return self._subscript(expr, seen, padded)
         if isinstance(expr, (cst.List, cst.Tuple)):  # a container holds probabilities if an element does
             return self._stacked(expr, seen, padded)
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            return self.probability(expr.elt, seen, padded)
+        if isinstance(expr, cst.DictComp):
+            return self.probability(expr.value, seen, padded)
+        if isinstance(expr, cst.IfExp):  # a probability on either branch is one
+            return self.probability(expr.body, seen, padded) or self.probability(expr.orelse, seen, padded)
         if isinstance(expr, cst.BinaryOperation):
             return self._arithmetic(expr, seen, padded)
         if isinstance(expr, cst.Call):
@@ -91,6 +97,8 @@ class Probabilities:
         binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
         if binding is not None and binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
             return self._parameter(binding, seen, padded)
+        if binding is not None and binding.kind == "iter" and not binding.path:  # `for p in heads`, map(f, heads)
+            return self.probability(binding.value, seen, padded)
         return None
 
     def _parameter(self, binding: Binding, seen, padded) -> Optional[Source]:
@@ -144,6 +152,9 @@ class Probabilities:
             return self.probability(arg(call, 0, "x"), seen, clipped)
         if name in STACKS:
             return self._stacked(arg(call, 0, "values"), seen, padded)
+        if name in MAPPERS:  # map_structure(lambda t: ..., probs): what the function makes of each one
+            function = arg(call, 0, "fn")
+            return self.probability(function.body, seen, padded) if isinstance(function, cst.Lambda) else None
         if name in LAYER_FUNCTIONS:
             kind = activation_of(self.flow, call)
             return Source(kind, call, padded) if kind else None
@@ -220,7 +231,6 @@ class Probabilities:
                 return self._from_returns(built, value, lambda r: self._model(r, seen, padded), seen)
             if isinstance(built, cst.ClassDef):  # net = Net(); net(x)
                 return self._class_call(built, call, seen, padded)
-            return None
         if call is None:
             return None
         called = flow.callee(call)
