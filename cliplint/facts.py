@@ -303,8 +303,11 @@ class Facts:
         return any(word in self.words for word in words)
 
     def iterates_gradients(self) -> bool:
-        """Is a value that may hold gradients looped over (for, comprehension, map)?"""
-        return bool(self.calls & GRADIENT_CALLS) and any(self.carries_gradients(i) for i in self.iterables)
+        """Could a value that holds gradients be looped over (for, comprehension, map)? The module
+        computes gradients and loops over something: the engine's carriers (returns, attributes,
+        containers, instances) take a gradient list anywhere, so only that much is sound. It costs
+        little: 8 of keras/src's 770 files compute gradients."""
+        return bool(self.calls & GRADIENT_CALLS) and bool(self.iterables)
 
 
 _SEE = {

@@ -63,6 +63,17 @@ def _builder_parameter(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"def {name}(x, scale=1.0):", "    return x * scale", ""], f"{name}({value})"
 
 
+def _helper_parameter(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"prepare{depth}"
+    return [f"def {name}(values, name=None):", "    checked = values", "    return checked", ""], f"{name}({value})"
+
+
+def _partial_helper(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"select{depth}"
+    return [f"def {name}(values, verbose):", "    return values", ""], \
+        f"functools.partial({name}, verbose=False)({value})"
+
+
 def _self_attribute(value: str, depth: int) -> Tuple[List[str], str]:
     name = f"Head{depth}"
     lines = [f"class {name}:", "    def __init__(self, logits, features):", f"        self.probs = {value}", "",
@@ -161,6 +172,8 @@ CARRIERS = {
     "name": _assign("{value}"),
     "function return": _helper_return,
     "parameter passthrough": _builder_parameter,
+    "helper parameter": _helper_parameter,
+    "partial helper": _partial_helper,
     "self attribute": _self_attribute,
     "list element": _list_element,
     "dict value": _dict_value,
@@ -251,6 +264,46 @@ def _render(value: str, carriers: Sequence[str], sink: str) -> Tuple[str, int]:
     return "\n".join(lines) + "\n", len(lines) - 1
 
 
+# --- gradient lists: from the tape or the optimizer, to a per-tensor clip (CL003) -------------------
+
+GRADIENT_HEADER = HEADER + "optimizer = keras.optimizers.Adam(1e-3)\n\n"
+GRADIENT_SOURCES = {
+    "tape.gradient": "tape.gradient(loss, model.trainable_variables)",
+    "tf.gradients": "tf.gradients(loss, model.trainable_variables)",
+    "compute_gradients pairs": "[g for g, v in optimizer.compute_gradients(loss, model.trainable_variables)]",
+}
+# A per-tensor clip of every gradient, the update applied; the clean twin clips by the global norm.
+GRADIENT_SINK = "clipped = [tf.clip_by_norm(g, 1.0) for g in {value}]"
+GRADIENT_TWIN = "clipped, _ = tf.clip_by_global_norm({value}, 1.0)"
+GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute",
+                     "instance attribute", "subclass attribute", "list element", "dict value", "tuple unpack",
+                     "static method", "lambda", "branches", "conditional", "walrus", "partial helper")
+
+
+def build_gradient(source: str, carriers: Sequence[str]) -> Program:
+    value = GRADIENT_SOURCES[source]
+    text, line = _render_gradient(value, carriers, GRADIENT_SINK)
+    twin, _ = _render_gradient(value, carriers, GRADIENT_TWIN)
+    return Program(source, tuple(carriers), "per-tensor clip", text, (twin,), line, "CL003")
+
+
+def _render_gradient(value: str, carriers: Sequence[str], sink: str) -> Tuple[str, int]:
+    definitions: List[str] = []
+    body = ["with tf.GradientTape() as tape:", "    loss = tf.reduce_mean(model(features))"]
+    for depth, name in enumerate(carriers):
+        added, value = CARRIERS[name](value, depth)
+        # the carriers' helpers take what the gradient needs instead of (logits, features)
+        added, value = [line.replace("logits, features", "tape, loss, model") for line in added], \
+            value.replace("logits, features", "tape, loss, model")
+        defines = bool(added) and added[0].startswith(("def ", "class "))
+        (definitions if defines and len(body) == 2 else body).extend(added)
+    sink_line = sink.format(value=value)
+    body += [sink_line, "optimizer.apply_gradients(zip(clipped, model.trainable_variables))"]
+    lines = GRADIENT_HEADER.splitlines() + definitions + ["def train_step(model, features):"]
+    lines += ["    " + line if line else "" for line in body]
+    return "\n".join(lines) + "\n", lines.index("    " + sink_line) + 1
+
+
 def matrix(nested: bool = True) -> Iterator[Program]:
     """Every source x carrier x sink, then every ordered pair of carriers (source and sink rotated
     through so each pair meets several of them)."""
@@ -261,6 +314,10 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     sources, sinks = list(PROBABILITY_SOURCES), list(LOG_SINKS)
     for index, (outer, inner) in enumerate(itertools.product(CARRIERS, repeat=2)):
         yield build(sources[index % len(sources)], [outer, inner], sinks[index % len(sinks)])
+    for source, carrier in itertools.product(GRADIENT_SOURCES, GRADIENT_CARRIERS):
+        yield build_gradient(source, [carrier])
+    for index, (outer, inner) in enumerate(itertools.product(GRADIENT_CARRIERS, repeat=2)):
+        yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [outer, inner])
 
 
 def sample(size: int, seed: int = 25) -> List[Program]:

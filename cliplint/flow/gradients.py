@@ -11,7 +11,8 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from .local import PARAMETER_DEPTH, Binding, Dataflow
+from .carriers import origins
+from .local import Binding, Dataflow
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, arg, target_names, tests_none, walk
 
 
@@ -52,13 +53,13 @@ class Gradients:
         if isinstance(expr, (cst.Name, cst.Attribute)):  # also `self.gvs`
             return self._gradient_name(expr, depth)
         if isinstance(expr, cst.Call):
-            return self._gradient_call(expr, depth)
+            return self._gradient_call(expr, depth) or self._from_origins(expr, depth)
         if isinstance(expr, cst.Subscript) and isinstance(expr.value, cst.Call) and self._index(expr) == 0 \
                 and self.ctx.call_name(expr.value) == "tensorflow.clip_by_global_norm":
             return self.gradient_list(arg(expr.value, 0, "t_list"), depth + 1)
         if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
             return self._gradient_comprehension(expr, depth)
-        return None
+        return self._from_origins(expr, depth)
 
     @staticmethod
     def _index(sub: cst.Subscript) -> Optional[int]:
@@ -79,23 +80,13 @@ class Gradients:
             return GradList(call, False, may_none, False, sources)
         if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
             return GradList(call, True, True, False, arg(call, 1, "var_list"))
-        if isinstance(func, cst.Name) and func.value in ("list", "tuple") and call.args:
-            return self.gradient_list(call.args[0].value, depth + 1)
         return None
 
     def _gradient_name(self, name: cst.BaseExpression, depth: int) -> Optional[GradList]:
         binding = self.flow.binding_of(name)
-        if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
-            return self._gradient_parameter(binding, depth)
-        if binding is None or binding.kind != "assign":
-            return None
-        if not binding.path:
-            return self.gradient_list(binding.value, depth + 1)
-        element = self.flow.unpacked(binding)
-        if element is not None:
-            return self.gradient_list(element, depth + 1)
-        value = binding.value
-        if binding.path == (0,) and isinstance(value, cst.Call):
+        if binding is not None and binding.kind == "assign" and binding.path == (0,) \
+                and isinstance(binding.value, cst.Call) and self.flow.unpacked(binding) is None:
+            value = binding.value
             if self.ctx.call_name(value) == "tensorflow.clip_by_global_norm":
                 return self.gradient_list(arg(value, 0, "t_list"), depth + 1)
             # grads, variables = zip(*grads_and_vars)
@@ -104,17 +95,16 @@ class Gradients:
                 inner = self.gradient_list(value.args[0].value, depth + 1)
                 if inner is not None and inner.pairs:
                     return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
-        return None
-
-    def _gradient_parameter(self, binding: Binding, depth: int) -> Optional[GradList]:
-        """A parameter holds a gradient list when a call of its function passes one."""
-        if depth > PARAMETER_DEPTH * 2:  # each parameter hop costs two levels of depth
             return None
-        for call in self.flow.call_sites(binding.owner):
-            passed = self.flow.argument_for(call, binding.owner, binding.name)
-            found = self.gradient_list(passed, depth + 2) if passed is not None else None
+        return self._from_origins(name, depth)
+
+    def _from_origins(self, expr: cst.BaseExpression, depth: int) -> Optional[GradList]:
+        """A gradient list among where the value of `expr` comes from (`carriers`), to the depth
+        every query has (`MAX_DEPTH` hops)."""
+        for origin in origins(self.flow, expr):
+            found = self.gradient_list(origin.expr, depth + 1)
             if found is not None:
-                return dataclasses.replace(found, via=(self.flow.describe_call(call),) + found.via)
+                return dataclasses.replace(found, via=origin.via + found.via)
         return None
 
     def _gradient_comprehension(self, comp, depth: int) -> Optional[GradList]:

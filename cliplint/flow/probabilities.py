@@ -10,8 +10,9 @@ from typing import NamedTuple, Optional, Set, Tuple
 import libcst as cst
 
 from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, MAPPERS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
+from .carriers import element_at, origins
 from .constants import UNKNOWN, constant
-from .local import PARAMETER_DEPTH, Binding, Dataflow
+from .local import PARAMETER_DEPTH, Dataflow
 from .nodes import MAX_DEPTH, arg
 
 # TensorArray methods that read back what `write` stored.
@@ -79,8 +80,8 @@ class Probabilities:
             return self.probability(expr.elt, seen, padded)
         if isinstance(expr, cst.DictComp):
             return self.probability(expr.value, seen, padded)
-        if isinstance(expr, cst.IfExp):  # a probability on either branch is one
-            return self.probability(expr.body, seen, padded) or self.probability(expr.orelse, seen, padded)
+        if isinstance(expr, (cst.IfExp, cst.NamedExpr)):
+            return self._from_origins(expr, seen, padded)
         if isinstance(expr, cst.BinaryOperation):
             return self._arithmetic(expr, seen, padded)
         if isinstance(expr, cst.Call):
@@ -88,32 +89,26 @@ class Probabilities:
         return None
 
     def _named(self, expr, seen, padded) -> Optional[Source]:
-        flow = self.flow
-        value = flow.value_of(expr)
-        if value is not expr:
-            return self.probability(value, seen, padded)
         if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output
             return self._model(expr.value, seen, padded)
-        binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
-        if binding is not None and binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
-            return self._parameter(binding, seen, padded)
+        binding = self.flow.binding_of(expr) if isinstance(expr, cst.Name) else None
         if binding is not None and binding.kind == "iter" and not binding.path:  # `for p in heads`, map(f, heads)
             return self.probability(binding.value, seen, padded)
-        return None
+        return self._from_origins(expr, seen, padded)
 
-    def _parameter(self, binding: Binding, seen, padded) -> Optional[Source]:
-        """A parameter holds probabilities when a call of its function passes them."""
-        if self._hops >= PARAMETER_DEPTH:
-            return None
-        self._hops += 1
-        try:
-            for call in self.flow.call_sites(binding.owner):
-                passed = self.flow.argument_for(call, binding.owner, binding.name)
-                found = self.probability(passed, seen, padded) if passed is not None else None
-                if found is not None:
-                    return found._replace(via=(self.flow.describe_call(call),) + found.via)
-        finally:
-            self._hops -= 1
+    def _from_origins(self, expr, seen, padded) -> Optional[Source]:
+        """The first probability among where the value of `expr` comes from (`carriers`); each
+        hop through a call (a parameter, a return) is counted, so call chains stay bounded."""
+        for origin in origins(self.flow, expr):
+            if origin.via and self._hops >= PARAMETER_DEPTH:
+                continue
+            self._hops += bool(origin.via)
+            try:
+                found = self.probability(origin.expr, seen, padded)
+            finally:
+                self._hops -= bool(origin.via)
+            if found is not None:
+                return found._replace(via=origin.via + found.via)
         return None
 
     def _arithmetic(self, expr: cst.BinaryOperation, seen, padded) -> Optional[Source]:
@@ -170,18 +165,15 @@ class Probabilities:
         return self._model(func, seen, padded, call)
 
     def _subscript(self, expr: cst.Subscript, seen, padded) -> Optional[Source]:
-        """`probs[:, a]`, `heads[0]`, `outputs["probs"]`: the element a literal container holds
-        at a constant index or key; otherwise the container (a slice of probabilities)."""
+        """`heads[0]`, `outputs["probs"]`: the element a literal container holds there; else the
+        container itself (a slice or an element of probabilities is probabilities)."""
+        element = element_at(self.flow, expr)
+        if element is not None:
+            return self.probability(element, seen, padded)
         container = self.flow.value_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else expr.value
-        index = expr.slice[0].slice if len(expr.slice) == 1 else None
-        key = constant(self.flow, index.value) if isinstance(index, cst.Index) else UNKNOWN
         if isinstance(container, cst.Dict):
-            chosen = [e.value for e in container.elements
-                      if isinstance(e, cst.DictElement) and (key is UNKNOWN or constant(self.flow, e.key) == key)]
-            return next(filter(None, (self.probability(v, seen, padded) for v in chosen)), None)
-        if isinstance(container, (cst.List, cst.Tuple)) and isinstance(key, int) and not isinstance(key, bool) \
-                and -len(container.elements) <= key < len(container.elements):
-            return self.probability(container.elements[key].value, seen, padded)
+            values = [e.value for e in container.elements if isinstance(e, cst.DictElement)]
+            return next(filter(None, (self.probability(v, seen, padded) for v in values)), None)
         if isinstance(container, (cst.List, cst.Tuple)) and isinstance(expr.value, cst.Name):
             return self._stacked(expr.value, seen, padded)  # with what was appended to it
         return self.probability(expr.value, seen, padded)
