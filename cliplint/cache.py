@@ -145,8 +145,9 @@ def _mark_folder(root: int) -> None:
 
 
 @lru_cache(maxsize=None)
-def _root(folder: str) -> Tuple[Optional[int], str]:
-    """The cache folder, opened and marked once per process, or None and why (empty: an I/O error)."""
+def _root(absolute: str, folder: str) -> Tuple[Optional[int], str]:
+    """The cache folder, opened and marked once per process and place (`absolute`), or None and
+    why (empty: an I/O error)."""
     try:
         root = _open_root(folder)
     except CacheRefused as err:
@@ -164,10 +165,13 @@ def key_folder() -> str:
     return os.path.join(base, "cliplint")
 
 
-@lru_cache(maxsize=1)
 def user_key() -> Tuple[Optional[bytes], str]:
     """The per-user key (made on first use), or None and why it cannot be used."""
-    folder = key_folder()
+    return _user_key(key_folder())
+
+
+@lru_cache(maxsize=None)
+def _user_key(folder: str) -> Tuple[Optional[bytes], str]:
     try:
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         parent = os.open(os.path.dirname(folder), DIR_FLAGS)
@@ -271,11 +275,15 @@ class Store:
             pass  # a read-only or full disk only costs the cache
 
 
-@lru_cache(maxsize=None)
 def open_store(folder: str, name: str) -> Tuple[Optional[Store], str]:
     """The store `name` of the cache folder, once per process, or None and why (empty when the
     reason is an ordinary I/O error, which only costs the cache: no warning)."""
-    root, why = _root(folder)
+    return _open_store(os.path.abspath(folder), folder, name)
+
+
+@lru_cache(maxsize=None)
+def _open_store(absolute: str, folder: str, name: str) -> Tuple[Optional[Store], str]:
+    root, why = _root(absolute, folder)
     if root is None:
         return None, why
     secret, why = user_key()
