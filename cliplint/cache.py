@@ -35,8 +35,11 @@ KEY_NAME = "verdict-key"
 KEY_BYTES = 32
 MAC_CHARS = 64  # a hex HMAC-SHA256
 ENTRY_LIMIT = 64 * 1024 * 1024  # a bigger entry is a miss (a file's findings are far smaller)
-DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
-NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# getattr: Windows has none of these; there the descriptor-relative calls raise NotImplementedError
+# and the run goes on without a cache.
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 MARKERS = ((".gitignore", b"# Created by cliplint automatically.\n*\n"),
            ("CACHEDIR.TAG", b"Signature: 8a477f597d28d172789f06886806bc55\n# cliplint result cache\n"))
 
@@ -69,7 +72,7 @@ def _open_folder(name: str, parent: int, shown: str, create: bool, owned: bool =
         except FileExistsError:
             pass
     try:
-        descriptor = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=parent)
+        descriptor = os.open(name, DIR_FLAGS | NOFOLLOW, dir_fd=parent)
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
             raise CacheRefused(_what(name, parent, shown)) from None
@@ -152,7 +155,7 @@ def _root(absolute: str, folder: str) -> Tuple[Optional[int], str]:
         root = _open_root(folder)
     except CacheRefused as err:
         return None, str(err)
-    except OSError:
+    except (OSError, NotImplementedError):
         return None, ""
     _mark_folder(root)
     return root, ""

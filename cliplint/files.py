@@ -29,20 +29,22 @@ class FileTooLarge(OSError):
         self.size = size
 
 
-READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFOs to wait on, and no such flag
+READ_FLAGS = os.O_RDONLY | NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def open_regular(path: str, dir_fd: Optional[int] = None, follow_symlinks: bool = True) -> Tuple[int, os.stat_result]:
     """A descriptor of a regular file and its `fstat`, else NotRegularFile. The open never blocks
     (`O_NONBLOCK`, cleared once the file is known to be regular); `follow_symlinks=False` refuses
     a link (`O_NOFOLLOW`: ELOOP)."""
-    flags = READ_FLAGS | (0 if follow_symlinks else os.O_NOFOLLOW)
+    flags = READ_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
     descriptor = os.open(path, flags, dir_fd=dir_fd)
     try:
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise NotRegularFile(path)
-        os.set_blocking(descriptor, True)
+        if NONBLOCK:
+            os.set_blocking(descriptor, True)
     except BaseException:
         os.close(descriptor)
         raise
