@@ -345,13 +345,15 @@ def test_a_fifo_does_not_block_the_run(checkout, name):
     assert "log_softmax" in (checkout.root / "bad.py").read_text()
 
 
-def test_gitignore_and_pyproject_links_to_dev_zero_are_not_read(checkout):
+def test_gitignore_and_pyproject_links_to_dev_zero_or_fifos_are_not_read(checkout):
     checkout.write("pkg/bad.py", BAD)
     (checkout.root / ".gitignore").symlink_to("/dev/zero")
     (checkout.root / "pkg" / ".gitignore").symlink_to("/dev/zero")
     (checkout.root / "pkg" / "pyproject.toml").symlink_to("/dev/zero")
+    checkout.write("fifo/bad.py", BAD)
+    os.mkfifo(checkout.root / "fifo" / ".gitignore")
     result = checkout.run("--output-format", "json", ".")
-    assert result.returncode == 1 and codes(result) == ["CL004"]
+    assert result.returncode == 1 and codes(result) == ["CL004", "CL004"]
 
 
 def test_an_explicit_config_that_is_a_fifo_is_a_config_error(checkout):
