@@ -1,22 +1,51 @@
-"""Content-hash result cache (`.cliplint_cache/`).
+"""Content-hash result cache (`.cliplint_cache/`), and the safe storage it shares with the
+verdict cache (`verify/verdicts.py`).
 
 An entry is keyed by the file's bytes, the display path (findings carry it), the rules enabled
 for the file, and cliplint's own code (its version and a fingerprint of its source files), so
-an edit, a setting change or an upgrade can never return a stale result. Entries are written
-to a temporary file and renamed into place, so two runs sharing the cache never see half an
-entry; a corrupt or unreadable entry is a miss. A file with nothing to report has an empty
-entry: most files in a tree, read with one `stat`.
+an edit, a setting change or an upgrade can never return a stale result. A file with nothing to
+report has an entry that is only its MAC: most files in a tree, one small read each.
+
+The cache folder usually sits in the linted checkout, which may be hostile: it can ship the
+folder with symbolic links in it, or with entries of its own. So nothing here follows a link:
+every folder is opened with `O_NOFOLLOW` relative to its parent's descriptor (no component can be
+swapped for a link after it was checked), the cache folder and its subfolders must belong to the
+current user and be writable by nobody else, files are created with `O_EXCL` and renamed into
+place, and every entry carries an HMAC-SHA256 of its name and contents under a per-user key kept
+outside the checkout (`$XDG_CACHE_HOME/cliplint/verdict-key`, mode 0600, named for its first
+use): a planted entry fails the MAC and is a miss. A cache that cannot be used safely is not
+used (`CacheRefused` says why); a read-only or full disk only costs the cache, silently.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
+import hmac
 import json
 import os
+import stat
 from dataclasses import asdict
 from functools import lru_cache
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import __version__
+from .files import NotRegularFile, open_regular, read_at_most, read_regular
+
+KEY_NAME = "verdict-key"
+KEY_BYTES = 32
+MAC_CHARS = 64  # a hex HMAC-SHA256
+ENTRY_LIMIT = 64 * 1024 * 1024  # a bigger entry is a miss (a file's findings are far smaller)
+# getattr: Windows has none of these; there the descriptor-relative calls raise NotImplementedError
+# and the run goes on without a cache.
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+MARKERS = ((".gitignore", b"# Created by cliplint automatically.\n*\n"),
+           ("CACHEDIR.TAG", b"Signature: 8a477f597d28d172789f06886806bc55\n# cliplint result cache\n"))
+
+
+class CacheRefused(Exception):
+    """A cache folder or key file that is not safe to use: a link, not a folder, or not ours alone."""
 
 
 @lru_cache(maxsize=1)
@@ -27,55 +56,284 @@ def code_fingerprint() -> str:
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(files):
             if name.endswith((".py", ".json")):
-                stat = os.stat(os.path.join(folder, name))
-                parts.append(f"{os.path.relpath(os.path.join(folder, name), root)}:{stat.st_size}:{stat.st_mtime_ns}")
+                info = os.stat(os.path.join(folder, name))
+                parts.append(f"{os.path.relpath(os.path.join(folder, name), root)}:{info.st_size}:{info.st_mtime_ns}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-class Cache:
-    def __init__(self, folder: str) -> None:
-        self.folder = folder
+# --- folders and files that no link can redirect ---------------------------------------------
 
-    def key(self, content: bytes, display: str, codes, extra: str = "") -> str:
+def _open_folder(name: str, parent: int, shown: str, create: bool, owned: bool = True) -> int:
+    """The descriptor of folder `name` in `parent` (made 0700 when missing and `create`), never
+    through a link; with `owned`, it must belong to the current user and be writable only by them."""
+    if create:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+    try:
+        descriptor = os.open(name, DIR_FLAGS | NOFOLLOW, dir_fd=parent)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+            raise CacheRefused(_what(name, parent, shown)) from None
+        raise
+    try:
+        if owned:
+            _check_ours(os.fstat(descriptor), shown)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def _what(name: str, parent: int, shown: str) -> str:
+    """Why `name` cannot be opened as a folder: it is a link, or something else."""
+    try:
+        is_link = stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
+    except OSError:
+        is_link = False
+    return f"{shown} is a symbolic link" if is_link else f"{shown} is not a folder"
+
+
+def _check_ours(info: os.stat_result, shown: str, private: int = 0o022) -> None:
+    if info.st_uid != os.geteuid():
+        raise CacheRefused(f"{shown} belongs to another user (uid {info.st_uid})")
+    if info.st_mode & private:
+        raise CacheRefused(f"{shown} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
+
+
+def _open_root(folder: str) -> int:
+    """The cache folder's descriptor. Below the current folder (the checkout, usually) no
+    component may be a link; elsewhere the folders above it are the user's choice, followed."""
+    absolute = os.path.abspath(folder)
+    relative = os.path.relpath(absolute)
+    if relative == os.curdir or relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        os.makedirs(os.path.dirname(absolute), exist_ok=True)
+        start, parts, shown = os.path.dirname(absolute), [os.path.basename(absolute)], os.path.dirname(absolute)
+    else:
+        start, parts, shown = os.curdir, relative.split(os.sep), ""
+    descriptor = os.open(start, DIR_FLAGS)
+    for index, part in enumerate(parts):
+        shown = os.path.join(shown, part)
+        try:
+            child = _open_folder(part, descriptor, shown, create=True, owned=index == len(parts) - 1)
+        finally:
+            os.close(descriptor)
+        descriptor = child
+    return descriptor
+
+
+def _write_new(folder: int, data: bytes) -> str:
+    """A new file (mode 0600) in `folder` holding `data`; its name, for a rename or link into place."""
+    name = f".{os.getpid()}-{os.urandom(6).hex()}.tmp"
+    descriptor = os.open(name, NEW_FILE_FLAGS, 0o600, dir_fd=folder)
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(data)
+    except BaseException:
+        os.unlink(name, dir_fd=folder)
+        raise
+    return name
+
+
+def _mark_folder(root: int) -> None:
+    """A .gitignore and a CACHEDIR.TAG, unless the folder has them (or anything by those names)."""
+    for name, text in MARKERS:
+        try:
+            descriptor = os.open(name, NEW_FILE_FLAGS, 0o644, dir_fd=root)
+        except OSError:
+            continue  # there already, perhaps as a link: left alone
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(text)
+
+
+@lru_cache(maxsize=None)
+def _root(absolute: str, folder: str) -> Tuple[Optional[int], str]:
+    """The cache folder, opened and marked once per process and place (`absolute`), or None and
+    why (empty: an I/O error)."""
+    try:
+        root = _open_root(folder)
+    except CacheRefused as err:
+        return None, str(err)
+    except (OSError, NotImplementedError):
+        return None, ""
+    _mark_folder(root)
+    return root, ""
+
+
+# --- the per-user key ------------------------------------------------------------------------
+
+def key_folder() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cliplint")
+
+
+def user_key() -> Tuple[Optional[bytes], str]:
+    """The per-user key (made on first use), or None and why it cannot be used."""
+    return _user_key(key_folder())
+
+
+@lru_cache(maxsize=None)
+def _user_key(folder: str) -> Tuple[Optional[bytes], str]:
+    try:
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        parent = os.open(os.path.dirname(folder), DIR_FLAGS)
+        try:
+            descriptor = _open_folder(os.path.basename(folder), parent, folder, create=True)
+        finally:
+            os.close(parent)
+        try:
+            return _read_or_make_key(descriptor, os.path.join(folder, KEY_NAME)), ""
+        finally:
+            os.close(descriptor)
+    except CacheRefused as err:
+        return None, str(err)
+    except OSError:
+        return None, ""
+
+
+def _read_or_make_key(folder: int, shown: str) -> bytes:
+    try:
+        return _read_key(folder, shown)
+    except FileNotFoundError:
+        pass
+    temporary = _write_new(folder, os.urandom(KEY_BYTES))
+    try:
+        os.link(temporary, KEY_NAME, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+    except FileExistsError:
+        pass  # another run made it first: theirs is the key
+    finally:
+        os.unlink(temporary, dir_fd=folder)
+    return _read_key(folder, shown)
+
+
+def _read_key(folder: int, shown: str) -> bytes:
+    try:
+        descriptor, info = open_regular(KEY_NAME, folder, follow_symlinks=False)
+    except NotRegularFile:
+        raise CacheRefused(f"{shown} is not a regular file") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise CacheRefused(f"{shown} is a symbolic link") from None
+        raise
+    try:
+        _check_ours(info, shown, private=0o077)
+        if info.st_size != KEY_BYTES:
+            raise CacheRefused(f"{shown} is not a {KEY_BYTES}-byte key (delete it to make a new one)")
+        return read_at_most(descriptor, info, KEY_BYTES, shown)
+    finally:
+        os.close(descriptor)
+
+
+# --- authenticated entries -------------------------------------------------------------------
+
+class Store:
+    """The entries of one subfolder of the cache folder (`results`, `verdicts`), by hex name,
+    in 256 subfolders; each file is the MAC of the store, the name and the body, then the body."""
+
+    def __init__(self, root: int, name: str, secret: bytes, shown: str) -> None:
+        self.name = name
+        self.secret = secret
+        self.shown = shown
+        self.descriptor = _open_folder(name, root, shown, create=True)
+        self.folders: Dict[str, int] = {}
+
+    def _folder(self, prefix: str, create: bool) -> Optional[int]:
+        if prefix not in self.folders:
+            try:
+                self.folders[prefix] = _open_folder(prefix, self.descriptor, os.path.join(self.shown, prefix), create)
+            except (OSError, CacheRefused):
+                return None  # a link or a stranger's folder there: those entries are misses
+        return self.folders[prefix]
+
+    def _mac(self, name: str, body: bytes) -> bytes:
+        message = f"{self.name}\0{name}\0".encode() + body
+        return hmac.new(self.secret, message, hashlib.sha256).hexdigest().encode()
+
+    def read(self, name: str) -> Optional[bytes]:
+        """The body of an authentic entry, else None (missing, planted, corrupt, not a plain file)."""
+        folder = self._folder(name[:2], create=False)
+        if folder is None:
+            return None
+        try:
+            data = read_regular(name[2:] + ".json", ENTRY_LIMIT, folder, follow_symlinks=False)
+        except OSError:
+            return None
+        body = data[MAC_CHARS:]
+        return body if hmac.compare_digest(data[:MAC_CHARS], self._mac(name, body)) else None
+
+    def write(self, name: str, body: bytes) -> None:
+        """Write via a new file renamed into place: two runs sharing the cache never see half an entry."""
+        folder = self._folder(name[:2], create=True)
+        if folder is None:
+            return
+        try:
+            temporary = _write_new(folder, self._mac(name, body) + body)
+            try:
+                os.replace(temporary, name[2:] + ".json", src_dir_fd=folder, dst_dir_fd=folder)
+            except OSError:
+                os.unlink(temporary, dir_fd=folder)
+                raise
+        except OSError:
+            pass  # a read-only or full disk only costs the cache
+
+
+def open_store(folder: str, name: str) -> Tuple[Optional[Store], str]:
+    """The store `name` of the cache folder, once per process, or None and why (empty when the
+    reason is an ordinary I/O error, which only costs the cache: no warning)."""
+    return _open_store(os.path.abspath(folder), folder, name)
+
+
+@lru_cache(maxsize=None)
+def _open_store(absolute: str, folder: str, name: str) -> Tuple[Optional[Store], str]:
+    root, why = _root(absolute, folder)
+    if root is None:
+        return None, why
+    secret, why = user_key()
+    if secret is None:
+        return None, why
+    try:
+        return Store(root, name, secret, os.path.join(folder, name)), ""
+    except CacheRefused as err:
+        return None, str(err)
+    except OSError:
+        return None, ""
+
+
+class Cache:
+    """Result entries: a file's findings and whether a rule crashed on it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    @staticmethod
+    def key(content: bytes, display: str, codes, extra: str = "") -> str:
         digest = hashlib.sha256()
         for part in (code_fingerprint(), display, ",".join(sorted(codes)), extra):
             digest.update(part.encode() + b"\0")
         digest.update(content)
         return digest.hexdigest()
 
-    def _path(self, key: str) -> str:
-        return os.path.join(self.folder, key[:2], key[2:] + ".json")
-
     def get(self, key: str) -> Optional[Tuple[List[dict], bool]]:
-        path = self._path(key)
+        body = self.store.read(key)
+        if body is None:
+            return None
+        if not body:
+            return [], False  # most files: nothing found, an entry that is only its MAC
         try:
-            if os.stat(path).st_size == 0:
-                return [], False  # most files: nothing found, an empty entry (no open, no JSON)
-            with open(path, encoding="utf-8") as handle:
-                entry = json.load(handle)
+            entry = json.loads(body)
             return entry["findings"], entry["crashed"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
 
     def put(self, key: str, findings, crashed: bool) -> None:
-        path = self._path(key)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._mark_folder()
-            import tempfile  # 10 ms to import: only when an entry is written
+        body = b""
+        if findings or crashed:
+            body = json.dumps({"findings": [asdict(f) for f in findings], "crashed": crashed}).encode()
+        self.store.write(key, body)
 
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                if findings or crashed:
-                    json.dump({"findings": [asdict(f) for f in findings], "crashed": crashed}, out)
-            os.replace(temporary, path)
-        except OSError:
-            pass  # a read-only or full disk only costs the cache
 
-    def _mark_folder(self) -> None:
-        ignore = os.path.join(self.folder, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w", encoding="utf-8") as out:
-                out.write("# Created by cliplint automatically.\n*\n")
-            with open(os.path.join(self.folder, "CACHEDIR.TAG"), "w", encoding="utf-8") as out:
-                out.write("Signature: 8a477f597d28d172789f06886806bc55\n# cliplint result cache\n")
+def result_cache(folder: str) -> Tuple[Optional[Cache], str]:
+    """The result cache in `folder`, or None and why it is not used (see `open_store`)."""
+    store, why = open_store(folder, "results")
+    return (Cache(store) if store is not None else None), why

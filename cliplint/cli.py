@@ -1,7 +1,8 @@
 """click entry point: flags -> Config -> engine -> reporter -> exit code.
 
-Exit codes (ruff's): 0 no findings, 1 findings, 2 usage/config error or internal failure,
-130 interrupted (Ctrl-C). `--exit-zero` turns 1 into 0 but never hides a 2.
+Exit codes (ruff's): 0 no findings, 1 findings (or, with `--exit-non-zero-on-fix`, a file
+fixed), 2 usage/config error or internal failure, 130 interrupted (Ctrl-C). `--exit-zero` turns
+1 into 0 but never hides a 2.
 """
 from __future__ import annotations
 
@@ -101,10 +102,13 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
               help="Worker processes (default 0: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
-@click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(file_okay=False),
+@click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(),
               help="Where results are cached, keyed by file content, settings and cliplint version.")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
-@click.option("--fix/--no-fix", default=None, help="Apply safe fixes (also `fix = true` in [tool.cliplint]).")
+@click.option("--fix/--no-fix", default=None,
+              help="Apply safe fixes (also `fix = true` in [tool.cliplint], which only the text output obeys).")
+@click.option("--exit-non-zero-on-fix", is_flag=True,
+              help="Exit 1 when a fix was applied, even if no finding remains (for CI).")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
               help="With --fix or --diff, apply unsafe fixes too (also `unsafe-fixes = true`).")
 @click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if any).")
@@ -113,8 +117,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
-          add_noqa) -> None:
+          jobs, stdin_filename, cache_dir, no_cache, fix, exit_non_zero_on_fix, unsafe_fixes, diff, fix_only,
+          show_fixes, add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     fixing = None
     try:
@@ -122,7 +126,7 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
             Overrides(select=_split(select) if select else None, extend_select=_split(extend_select),
                       ignore=_split(ignore), exclude=_split(exclude) if exclude else None,
                       extend_exclude=_split(extend_exclude), force_exclude=force_exclude,
-                      fix=True if fix_only else fix, unsafe_fixes=unsafe_fixes),
+                      fix=_fixes_wanted(fix, fix_only, output_format), unsafe_fixes=unsafe_fixes),
             config_file=config_file, isolated=isolated)
         if verify:
             from .verify import require_tensorflow
@@ -132,10 +136,10 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         targets = list(paths) or ["."]
         if diff:
             _finish(_diff(config, targets, unsafe_fixes, verify, verify_timeout, quiet))
-        if targets != ["-"] and (fix_only or fix or (fix is None and config.for_path(targets[0]).fix)):
+        if targets != ["-"] and (fix_only or fix or (fix is None and _settings_fix(config, targets[0]))):
             fixing = _fix(config, targets, unsafe_fixes, verify, verify_timeout)
         result = _lint(config, targets, jobs or os.cpu_count() or 1, stdin_filename, cache)
-        for warning in config.warnings():
+        for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
         if add_noqa:
             _finish(_add_noqa(result, config, targets))
@@ -155,7 +159,24 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
         _report_fixes(fixing, result, show_fixes, quiet, unsafe_fixes, output_format == "text" and not output_file)
     elif show_fixes and not quiet:
         _offered_fixes(result)
-    _finish(_exit_code(result, exit_zero, verify))
+    fixed_any = exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
+    _finish(_exit_code(result, exit_zero, verify, fixed_any))
+
+
+def _settings_fix(config: Config, target: str) -> bool:
+    """`fix = true` in the settings of `target` (a folder's own pyproject.toml counts for it)."""
+    return config.for_path(os.path.join(target, "_") if os.path.isdir(target) else target).fix
+
+
+def _fixes_wanted(fix: Optional[bool], fix_only: bool, output_format: str) -> Optional[bool]:
+    """The command line's say on fixing: `--fix`/`--fix-only` fix in every output format, but a
+    machine format (a CI check) never obeys `fix = true` from the checkout's own settings: that
+    would rewrite the files under review and pass with the mistakes still committed."""
+    if fix_only:
+        return True
+    if fix is None and output_format != "text":
+        return False
+    return fix
 
 
 def _verifier(verify: bool, timeout: float):
@@ -279,12 +300,12 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
         click.echo(text, nl=False)
 
 
-def _exit_code(result, exit_zero: bool, verified: bool) -> int:
+def _exit_code(result, exit_zero: bool, verified: bool, fixed_any: bool = False) -> int:
     if result.crashed:
         return EXIT_ERROR
     counted = [f for f in result.findings
                if not (verified and f.verification and f.verification["verdict"] == "not-reproduced")]
-    return EXIT_FINDINGS if counted and not exit_zero else EXIT_CLEAN
+    return EXIT_FINDINGS if (counted or fixed_any) and not exit_zero else EXIT_CLEAN
 
 
 @main.command("rules")

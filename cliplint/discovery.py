@@ -5,7 +5,10 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from .files import read_regular
 from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, glob_to_regex
+
+IGNORE_LIMIT = 1024 * 1024  # a bigger .gitignore is not read (a link to /dev/zero never ends)
 
 
 class GitIgnore:
@@ -33,10 +36,9 @@ class GitIgnore:
         return ignore
 
     def entering(self, directory: str) -> "GitIgnore":
-        path = os.path.join(directory, ".gitignore")
         try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
+            lines = read_regular(os.path.join(directory, ".gitignore"), IGNORE_LIMIT).decode(
+                "utf-8", errors="replace").splitlines()
         except OSError:
             return self
         rules = list(self.rules)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from .cache import Cache
+from .cache import result_cache
 from .discovery import Target, discover, display_path, force_excluded, unique
+from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter
 from .settings import CONFIG_SUFFIXES, Config
@@ -24,6 +25,7 @@ class RunResult:
     findings: List[Finding]
     files: int
     crashed: bool
+    warnings: List[str] = field(default_factory=list)  # for stderr: a cache that was not used, and why
 
 
 def lint_target(target: Target) -> Tuple[List[Finding], bool]:
@@ -43,21 +45,20 @@ def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding
         return [bad_input(shown, "no such file or folder")], False
     if target.kind != "file":
         return [bad_input(shown, target.kind)], False
-    if target.path.lower().endswith(".keras"):
-        return _audit(target.path, target.path, rules, shown)  # read lazily from the archive, any size
     try:
-        oversized = _oversized(target.path, os.path.getsize(target.path), settings, shown)
-        if oversized:
-            return [oversized], False
-        with open(target.path, "rb") as handle:
-            data = handle.read()
+        if target.path.lower().endswith(".keras"):
+            descriptor, _ = open_regular(target.path)
+            with os.fdopen(descriptor, "rb") as archive:  # read lazily from the archive, any size
+                return _audit(target.path, archive, rules, shown)
+        data = read_regular(target.path, settings.max_file_size)
+    except FileTooLarge as err:
+        return [_oversized(target.path, err.size, settings, shown)], False
     except OSError as err:
         return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
-    if target.cache is None:
-        return _lint_data(target.path, data, rules, shown)
     findings, crashed = _lint_data(target.path, data, rules, shown)
-    cache = Cache(target.cache)
-    cache.put(cache.key(data, shown, codes), findings, crashed)
+    cache = result_cache(target.cache)[0] if target.cache is not None else None
+    if cache is not None:
+        cache.put(cache.key(data, shown, codes), findings, crashed)
     return findings, crashed
 
 
@@ -70,17 +71,14 @@ def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
 
 def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     """The cached result for a file whose bytes, settings and cliplint have not changed."""
-    if target.kind != "file" or target.path.lower().endswith(".keras"):
+    cache = result_cache(target.cache)[0]
+    if cache is None or target.kind != "file" or target.path.lower().endswith(".keras"):
         return None
     try:
-        with open(target.path, "rb") as handle:
-            if os.fstat(handle.fileno()).st_size > target.settings.max_file_size:
-                return None
-            data = handle.read()
+        data = read_regular(target.path, target.settings.max_file_size)
     except OSError:
-        return None
+        return None  # linted, which reports why
     codes = target.settings.enabled_codes(target.path)
-    cache = Cache(target.cache)
     hit = cache.get(cache.key(data, target.display, codes))
     if hit is None:
         return None
@@ -108,6 +106,7 @@ def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
 
 def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str] = None) -> RunResult:
     targets = unique(discover(paths, config))
+    cache, warnings = _usable_cache(cache)
     results: List = [None] * len(targets)
     misses = []
     for index, target in enumerate(targets):
@@ -120,7 +119,17 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
         results[index] = result
     findings = [f for found, _ in results for f in found]
     findings.sort(key=Finding.sort_key)
-    return RunResult(findings, len(targets), any(crashed for _, crashed in results))
+    return RunResult(findings, len(targets), any(crashed for _, crashed in results), warnings)
+
+
+def _usable_cache(folder: Optional[str]) -> Tuple[Optional[str], List[str]]:
+    """The cache folder when it can be used safely, else None and the warning that says why."""
+    if folder is None:
+        return None, []
+    cache, why = result_cache(folder)
+    if cache is not None or not why:  # no reason given: an I/O error, which only costs the cache
+        return (folder if cache is not None else None), []
+    return None, [f"not using the cache: {why}; linting without it (remove it, or pass --cache-dir or --no-cache)"]
 
 
 def _map(function, targets: List[Target], jobs: int) -> List:

@@ -1,7 +1,8 @@
-"""Bytes in and out of files: decoding Python source, writing a file atomically, and what an edit
-changed between two versions of a text."""
+"""Bytes in and out of files: reading a file of a (possibly hostile) checkout, decoding Python
+source, writing a file atomically, and what an edit changed between two versions of a text."""
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -9,6 +10,72 @@ import tokenize
 from typing import Optional, Tuple
 
 from .findings import Finding, bad_input
+
+
+class NotRegularFile(OSError):
+    """A FIFO, a device, a socket or a folder where a file was expected: never read (a link to
+    `/dev/zero` reports size 0 and never ends; opening a FIFO waits for a writer)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)", path)
+
+
+class FileTooLarge(OSError):
+    """A file above the size limit: `size` is what `fstat` says, or what was read when the file
+    grew past the limit while being read."""
+
+    def __init__(self, path: str, size: int) -> None:
+        super().__init__(errno.EFBIG, f"{size:,} bytes", path)
+        self.size = size
+
+
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # Windows has no FIFOs to wait on, and no such flag
+READ_FLAGS = os.O_RDONLY | NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_regular(path: str, dir_fd: Optional[int] = None, follow_symlinks: bool = True) -> Tuple[int, os.stat_result]:
+    """A descriptor of a regular file and its `fstat`, else NotRegularFile. The open never blocks
+    (`O_NONBLOCK`, cleared once the file is known to be regular); `follow_symlinks=False` refuses
+    a link (`O_NOFOLLOW`: ELOOP)."""
+    flags = READ_FLAGS | (0 if follow_symlinks else getattr(os, "O_NOFOLLOW", 0))
+    descriptor = os.open(path, flags, dir_fd=dir_fd)
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotRegularFile(path)
+        if NONBLOCK:
+            os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor, info
+
+
+def read_at_most(descriptor: int, info: os.stat_result, limit: int, path: str) -> bytes:
+    """At most `limit` bytes, else FileTooLarge, whatever `info` (the file's `fstat`) said: a
+    file can grow while it is read. Reads sized by `info`, so a small file costs no big buffer."""
+    if info.st_size > limit:
+        raise FileTooLarge(path, info.st_size)
+    chunks, total = [], 0
+    while total <= limit:
+        chunk = os.read(descriptor, min(limit + 1 - total, max(info.st_size + 1 - total, 1 << 16)))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    if total > limit:
+        raise FileTooLarge(path, total)
+    return b"".join(chunks)
+
+
+def read_regular(path: str, limit: int, dir_fd: Optional[int] = None, follow_symlinks: bool = True) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes: how every file of a checkout is read.
+    NotRegularFile, FileTooLarge or another OSError otherwise."""
+    descriptor, info = open_regular(path, dir_fd, follow_symlinks)
+    try:
+        return read_at_most(descriptor, info, limit, path)
+    finally:
+        os.close(descriptor)
 
 
 def decode_python(path: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import difflib
 import io
-import os
 import re
 import tokenize
 from dataclasses import dataclass, field, replace
@@ -23,7 +22,7 @@ import libcst as cst
 
 from .analysis import Context, parse, reports_of
 from .discovery import Target, discover, unique
-from .files import common_ends, decode_python, encode_python, write_bytes_atomically
+from .files import FileTooLarge, common_ends, decode_python, encode_python, read_regular, write_bytes_atomically
 from .findings import SAFE, Finding, Fix, bad_input
 from .lint import prefilter
 from .notebook import Program, cell_sources, python_cells, replace_sources
@@ -421,10 +420,9 @@ def fix_data(target: Target, data: bytes, unsafe: Optional[bool] = None,
 
 def _read(target: Target) -> Tuple[Optional[bytes], Optional[Finding]]:
     try:
-        if os.path.getsize(target.path) > target.settings.max_file_size:
-            return None, None
-        with open(target.path, "rb") as handle:
-            return handle.read(), None
+        return read_regular(target.path, target.settings.max_file_size), None
+    except FileTooLarge:
+        return None, None
     except OSError as err:
         return None, bad_input(target.display, f"cannot read: {err.strerror or err}")
 

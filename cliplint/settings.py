@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from . import catalogue
+from .files import read_regular
 from .findings import UNREADABLE
 
 try:
@@ -267,9 +268,8 @@ class Settings:
 
 def _table(path: str) -> Optional[dict]:
     try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except tomllib.TOMLDecodeError as err:
+        data = tomllib.loads(read_regular(path, DEFAULT_MAX_FILE_SIZE).decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: invalid TOML: {err}") from None
     except OSError as err:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from None

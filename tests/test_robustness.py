@@ -206,7 +206,7 @@ def test_unreadable_file_and_folder(tmp_path, monkeypatch):
     (tmp_path / "secret" / "x.py").write_text(CONFLICT)
     (tmp_path / "locked.py").write_text(CONFLICT)
     (tmp_path / "ok.py").write_text("import tensorflow as tf\n" + CONFLICT + "\n")
-    real_scandir, real_open = os.scandir, open
+    real_scandir, real_open = os.scandir, os.open
 
     def scandir(path):
         if str(path).endswith("secret"):
@@ -219,7 +219,7 @@ def test_unreadable_file_and_folder(tmp_path, monkeypatch):
         return real_open(path, *args, **kwargs)
 
     monkeypatch.setattr(discovery.os, "scandir", scandir)
-    monkeypatch.setattr("builtins.open", opener)
+    monkeypatch.setattr(os, "open", opener)  # how cliplint.files opens a checkout's files
     result = engine.run([str(tmp_path)], Config(isolated=True))
     by_name = {Path(f.path).name: f for f in result.findings}
     assert "cannot read: Permission denied" in by_name["locked.py"].message

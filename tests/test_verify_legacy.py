@@ -14,6 +14,7 @@ pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu
 from verified import verdicts  # noqa: E402
 
 from cliplint.analysis import lint_module  # noqa: E402
+from cliplint.cache import MAC_CHARS  # noqa: E402
 from cliplint.findings import Finding  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
 from cliplint.verify import Session, other_flavour_installed, verify_findings  # noqa: E402
@@ -203,10 +204,11 @@ def test_a_planted_cache_entry_is_not_trusted(tmp_path, monkeypatch):
     finally:
         session.close()
     entry = next((tmp_path / "cache" / "verdicts").rglob("*.json"))
-    mac, _, body = entry.read_text().partition(" ")
+    text = entry.read_text()
+    mac, body = text[:MAC_CHARS], text[MAC_CHARS:]  # the entry is its MAC, then the verdict
     forged = json.loads(body)
     forged.update(verdict="not-reproduced", evidence="FORGED")
-    entry.write_text(f"{mac} {json.dumps(forged, sort_keys=True)}")
+    entry.write_text(mac + json.dumps(forged, sort_keys=True))
     session = Session(timeout=120, cache_folder=str(tmp_path / "cache"))
     try:
         verdict = session.verify(finding)

@@ -75,7 +75,8 @@ class ConfigOptimizer:
 
 def audit(path: str, data, rules: Sequence, display: str) -> List[Finding]:
     """Findings of the rules' config checks (and CL000 for unreadable files) for one config
-    file, given as bytes, or a `.keras` archive, given as its path (only its config.json is read)."""
+    file, given as bytes, or a `.keras` archive, given as its path or an open file (only its
+    config.json is read)."""
     suffix = "." + path.rsplit(".", 1)[-1].lower() if "." in path else ""
     reader = READERS.get(suffix)
     if reader is None:

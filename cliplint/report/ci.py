@@ -12,8 +12,12 @@ from typing import Dict, List
 from urllib.parse import quote
 
 from .. import __version__
+from ..files import read_regular
 from ..findings import UNREADABLE, Finding
 from .links import homepage, rule_page, rule_url
+
+# The file was linted under max-file-size; this only bounds one swapped for something else since.
+SOURCE_LIMIT = 256 * 1024 * 1024
 
 
 def _rules() -> Dict[str, tuple]:
@@ -45,8 +49,8 @@ def _message(finding: Finding) -> str:
 def _line_text(finding: Finding, cache: Dict[str, List[str]]) -> str:
     if finding.path not in cache:
         try:
-            with open(finding.path, encoding="utf-8", errors="replace") as handle:
-                cache[finding.path] = handle.read().splitlines()
+            cache[finding.path] = read_regular(finding.path, SOURCE_LIMIT).decode(
+                "utf-8", errors="replace").splitlines()
         except OSError:
             cache[finding.path] = []
     lines, line = cache[finding.path], finding.stored_region()[0]
