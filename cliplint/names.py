@@ -130,6 +130,9 @@ SOFTMAX = frozenset({
     "tensorflow.nn.softmax", "keras.activations.softmax", "keras.ops.softmax", "keras.backend.softmax"})
 SIGMOID = frozenset({
     "tensorflow.math.sigmoid", "keras.activations.sigmoid", "keras.ops.sigmoid", "keras.backend.sigmoid"})
+# Words without which a module makes no probability (a library softmax/sigmoid, an activation
+# string, or one written out with exp): the gate of the rules that need one.
+PROBABILITY_WORDS = ("softmax", "sigmoid", "Softmax", "exp")
 # Functions that keep "this is (a piece of) a probability" true of their first argument.
 KEEPS_PROBABILITY = frozenset({
     "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
@@ -149,6 +152,8 @@ KEEPS_PROBABILITY = frozenset({
 # Functions that make one tensor of a list of them: probabilities when an element is one.
 STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack",
                     "tensorflow.add_n", "tensorflow.math.add_n", "keras.ops.concatenate", "keras.layers.average"})
+# Keras layers that merge a list of tensors: probabilities when an input is one.
+MERGING_LAYERS = frozenset({"keras.layers.Concatenate", "keras.layers.Average", "keras.layers.Maximum"})
 # Functions that apply a function to each element of a structure: (function, structure) first.
 MAPPERS = frozenset({"tensorflow.nest.map_structure", "tensorflow.map_fn", "tensorflow.vectorized_map"})
 # Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.

@@ -31,9 +31,27 @@ PROBABILITY_SOURCES = {
     "Dense softmax": 'keras.layers.Dense(10, activation="softmax")(features)',
     "Dense tf.nn.softmax": "keras.layers.Dense(10, activation=tf.nn.softmax)(features)",
 }
+PROBABILITY_SOURCES.update({
+    "hand-written sigmoid": "(1.0 / (1.0 + tf.exp(-logits)))",
+    "hand-written softmax": "(tf.exp(logits) / tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True))",
+    "user layer given softmax": "PredictionHead(tf.nn.softmax)(logits)",
+    "builder given sigmoid": 'build_head(features, activation="sigmoid")',
+})
 TWIN_SOURCES = {
     "Dense softmax": "keras.layers.Dense(10)(features)",
     "Dense tf.nn.softmax": "keras.layers.Dense(10, activation=None)(features)",
+    "user layer given softmax": "PredictionHead(None)(logits)",
+    "builder given sigmoid": "build_head(features)",
+}
+# Module-level definitions a source needs (the activation travels through a constructor or a builder).
+SOURCE_DEFINITIONS = {
+    "user layer given softmax": [
+        "class PredictionHead(keras.layers.Layer):", "    def __init__(self, activation=None):",
+        "        super().__init__()", "        self.activation = keras.activations.get(activation)", "",
+        "    def call(self, inputs):", "        return self.activation(inputs)", ""],
+    "builder given sigmoid": [
+        'def build_head(features, activation="linear"):',
+        "    return keras.layers.Dense(10, activation=activation)(features)", ""],
 }
 
 
@@ -239,17 +257,19 @@ class Program:
 
 
 def build(source: str, carriers: Sequence[str], sink: str, code: str = "CL004") -> Program:
-    text, line = _render(PROBABILITY_SOURCES[source], carriers, LOG_SINKS[sink])
-    logits_twin, _ = _render(twin_of(source), carriers, LOG_SINKS[sink])
+    prelude = SOURCE_DEFINITIONS.get(source, [])
+    text, line = _render(PROBABILITY_SOURCES[source], carriers, LOG_SINKS[sink], prelude)
+    logits_twin, _ = _render(twin_of(source), carriers, LOG_SINKS[sink], prelude)
     twins = [logits_twin]
     if LOG_SINKS[sink].endswith("({value})"):  # a bare log: the same log, feeding sampling only
-        twins.append(_render(PROBABILITY_SOURCES[source], carriers, SAMPLING.replace("{log}", LOG_SINKS[sink]))[0])
+        sampling = SAMPLING.replace("{log}", LOG_SINKS[sink])
+        twins.append(_render(PROBABILITY_SOURCES[source], carriers, sampling, prelude)[0])
     return Program(source, tuple(carriers), sink, text, tuple(twins), line, code)
 
 
-def _render(value: str, carriers: Sequence[str], sink: str) -> Tuple[str, int]:
+def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[str] = ()) -> Tuple[str, int]:
     """The module, inside a training function, and the line of its sink."""
-    definitions: List[str] = []
+    definitions: List[str] = list(prelude)
     body: List[str] = []
     for depth, name in enumerate(carriers):
         added, value = CARRIERS[name](value, depth)

@@ -20,7 +20,10 @@ class CallSummaries:
         """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
         class or lambda bound here, `obj.m(...)` for a method of the class `obj` is an instance of
         (`self`, `Agent(...)`, a name or attribute bound to one) or the class itself (`Agent.m`)."""
-        func = call.func
+        return self.definition_of(call.func)
+
+    def definition_of(self, func: cst.BaseExpression) -> Optional[cst.CSTNode]:
+        """What calling `func` runs, as `callee` says: a function, class, lambda or method."""
         if isinstance(func, cst.Call) and self.ctx.call_name(func) == "functools.partial" and func.args:
             func = func.args[0].value  # partial(f, ...)(x) runs f
         if isinstance(func, cst.Name):
@@ -95,6 +98,8 @@ class CallSummaries:
             self._call_sites = {}
             for call in self.ctx.nodes(cst.Call):
                 called = self.callee(call)
+                if isinstance(called, cst.ClassDef):  # Agent(...) runs Agent.__init__ with its arguments
+                    called = self.method_named(called, "__init__") or called
                 if called is not None:
                     self._call_sites.setdefault(called, []).append(call)
         return self._call_sites.get(function, [])

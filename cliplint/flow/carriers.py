@@ -14,6 +14,9 @@ and classifies those, to a bounded depth. The hops:
     a subscript              the element a literal list, tuple or dict holds at a constant index
     `a if c else b`          both branches
     `list(x)`, `tuple(x)`    x
+
+`iterated(binding)` says which iterable a loop name takes its elements from (through `zip` and
+`enumerate`): an element of probabilities is probabilities, an element of a gradient list is not.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from typing import List, NamedTuple, Optional, Tuple
 import libcst as cst
 
 from .constants import UNKNOWN, constant
-from .local import Dataflow
+from .local import Binding, Dataflow
 
 PASS_THROUGH = ("list", "tuple")
 
@@ -74,6 +77,24 @@ def _returned(flow: Dataflow, call: cst.Call) -> List[Origin]:
     via = (flow.describe_call(call),)
     return [Origin(value, via) for value in flow.returned(function)
             if not (isinstance(function, cst.FunctionDef) and flow.not_taken(value, function, call))]
+
+
+def iterated(binding: Binding) -> Optional[cst.BaseExpression]:
+    """The iterable whose elements a loop or comprehension name takes: `for p in probs` (probs),
+    `for g, v in zip(grads, variables)` (grads for g), `for i, p in enumerate(probs)` (probs)."""
+    if binding.kind != "iter" or binding.value is None:
+        return None
+    if not binding.path:
+        return binding.value
+    value = binding.value
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and len(binding.path) == 1):
+        return None
+    index = binding.path[0]
+    if value.func.value == "zip" and index < len(value.args) and not any(a.star for a in value.args):
+        return value.args[index].value
+    if value.func.value == "enumerate" and index == 1 and value.args:
+        return value.args[0].value
+    return None
 
 
 def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExpression]:

@@ -9,10 +9,20 @@ from typing import NamedTuple, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..names import FUNCTIONAL, KEEPS_PROBABILITY, LAYER_FUNCTIONS, MAPPERS, SEQUENTIAL, SIGMOID, SOFTMAX, STACKS
-from .carriers import element_at, origins
+from ..names import (
+    FUNCTIONAL,
+    KEEPS_PROBABILITY,
+    LAYER_FUNCTIONS,
+    MAPPERS,
+    MERGING_LAYERS,
+    SEQUENTIAL,
+    SIGMOID,
+    SOFTMAX,
+    STACKS,
+)
+from .carriers import element_at, iterated, origins
 from .constants import UNKNOWN, constant
-from .local import PARAMETER_DEPTH, Dataflow
+from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, arg
 
 # TensorArray methods that read back what `write` stored.
@@ -44,13 +54,31 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
         value = arg(layer, 99, "activation")
     else:
         return None
-    if value is None:
+    return activation_kind(flow, value) if value is not None else None
+
+
+ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
+
+
+def activation_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    """'softmax'/'sigmoid' when `value` is that activation: its name as a string, the function,
+    `keras.activations.get(...)` of one, or a name, attribute or parameter that holds one
+    (`self.activation` set from a constructor argument: followed through the carriers)."""
+    if depth > MAX_DEPTH:
         return None
-    literal = constant(flow, value)
+    # A name is followed through the carriers, not folded: a parameter's default ("relu") is one
+    # of the values it takes, and a call may pass "sigmoid".
+    literal = constant(flow, value) if not isinstance(value, (cst.Name, cst.Attribute)) else UNKNOWN
     if isinstance(literal, str):
         return literal if literal in ("softmax", "sigmoid") else None
-    qualified = ctx.qualify(value)
-    return "softmax" if qualified in SOFTMAX else "sigmoid" if qualified in SIGMOID else None
+    qualified = flow.ctx.qualify(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+    if qualified in SOFTMAX or qualified in SIGMOID:
+        return "softmax" if qualified in SOFTMAX else "sigmoid"
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ACTIVATION_GETTERS and value.args:
+        return activation_kind(flow, value.args[0].value, depth + 1)
+    if not isinstance(value, (cst.Name, cst.Attribute)):
+        return None
+    return next(filter(None, (activation_kind(flow, origin.expr, depth + 1) for origin in origins(flow, value))), None)
 
 
 class Probabilities:
@@ -92,9 +120,34 @@ class Probabilities:
         if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output
             return self._model(expr.value, seen, padded)
         binding = self.flow.binding_of(expr) if isinstance(expr, cst.Name) else None
-        if binding is not None and binding.kind == "iter" and not binding.path:  # `for p in heads`, map(f, heads)
-            return self.probability(binding.value, seen, padded)
+        if binding is not None and binding.kind == "iter":  # `for p in heads`, zip(gates, heads), map(f, heads)
+            iterable = iterated(binding)
+            return self.probability(iterable, seen, padded) if iterable is not None else None
+        if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
+            compiled = self._loss_input(binding, seen, padded)
+            if compiled is not None:
+                return compiled
         return self._from_origins(expr, seen, padded)
+
+    def _loss_input(self, binding: Binding, seen, padded) -> Optional[Source]:
+        """`y_pred` of a loss function (or method) given to `model.compile(loss=...)`: what the
+        compiled model outputs. Keras calls the loss itself, so no call site passes it."""
+        function = binding.owner
+        params = [*function.params.posonly_params, *function.params.params]
+        if self.flow.method_of(function.body) is not None and params and not self.flow._static(function):
+            params = params[1:]
+        if len(params) < 2 or params[1].name.value != binding.name:
+            return None
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "compile"):
+                continue
+            loss = arg(call, 1, "loss")
+            if loss is not None and self.flow.definition_of(loss) is function:
+                found = self._model(func.value, seen, padded)
+                if found is not None:
+                    return found._replace(via=(self.flow.describe_call(call),) + found.via)
+        return None
 
     def _from_origins(self, expr, seen, padded) -> Optional[Source]:
         """The first probability among where the value of `expr` comes from (`carriers`); each
@@ -120,6 +173,8 @@ class Probabilities:
                 return self.probability(left, seen, True)
             if left_value is not UNKNOWN or self._small_name(left):
                 return self.probability(right, seen, True)
+            mixed = self.probability(left, seen, padded)  # g * p + (1 - g) * q: a mixture of probabilities
+            return mixed if mixed is not None and self.probability(right, seen, padded) is not None else None
         if isinstance(expr.operator, cst.Subtract) and _about_one(left_value):
             inner = self.probability(right, seen, padded)  # 1 - p, also `1e-10 + 1 - p`
             if inner and inner.kind == "sigmoid":
@@ -127,8 +182,11 @@ class Probabilities:
             return None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
-        if isinstance(expr.operator, cst.Divide):  # p / sum(p), (p1 + p2) / 2: still probabilities
-            return self.probability(left, seen, padded)
+        if isinstance(expr.operator, cst.Divide):
+            written = handwritten(flow, expr)
+            if written is not None:
+                return Source(written, expr, padded)
+            return self.probability(left, seen, padded)  # p / sum(p), (p1 + p2) / 2: still probabilities
         return None
 
     @staticmethod
@@ -154,8 +212,14 @@ class Probabilities:
             kind = activation_of(self.flow, call)
             return Source(kind, call, padded) if kind else None
         func = call.func
+        if isinstance(func, cst.Call) and self.ctx.call_name(func) in MERGING_LAYERS:  # Concatenate()([p, boxes])
+            return self._stacked(arg(call, 0, "inputs"), seen, padded)
         if isinstance(func, cst.Call):  # Dense(10, activation="softmax")(h), Softmax()(h)
             kind = activation_of(self.flow, func)
+            if kind:
+                return Source(kind, call, padded)
+        if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) and name is None:
+            kind = activation_kind(self.flow, func)  # self.activation(x) with activation=tf.nn.softmax
             if kind:
                 return Source(kind, call, padded)
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ARRAY_READS:
@@ -282,6 +346,28 @@ class Probabilities:
         calls = [self.ctx.parent[self.ctx.parent[use]] for use in added]
         calls = [c for c in calls if isinstance(c, cst.Call) and c.args]
         return calls[-1].args[0].value if calls else None
+
+
+EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
+SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
+
+
+def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:
+    """'sigmoid' for `1 / (1 + exp(-x))`, 'softmax' for `exp(x) / reduce_sum(exp(x), ...)`
+    (names followed): the formulas written out by hand, which squash exactly as the library ones."""
+    left, right = _through_names(flow, division.left), _through_names(flow, division.right)
+    if _about_one(constant(flow, left)) and isinstance(right, cst.BinaryOperation) \
+            and isinstance(right.operator, cst.Add) and _about_one(constant(flow, right.left)) \
+            and flow.ctx.call_name(_through_names(flow, right.right)) in EXP:
+        return "sigmoid"
+    if flow.ctx.call_name(left) in EXP and flow.ctx.call_name(right) in SUMS and right.args \
+            and flow.ctx.call_name(_through_names(flow, right.args[0].value)) in EXP:
+        return "softmax"
+    return None
+
+
+def _through_names(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
+    return flow.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
 
 
 def _about_one(value) -> bool:

@@ -12,7 +12,7 @@ from ..findings import SAFE, UNSAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
-from ..names import SIGMOID, SOFTMAX
+from ..names import PROBABILITY_WORDS, SIGMOID, SOFTMAX
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
@@ -39,7 +39,7 @@ class LogOfSoftmax(Rule):
     name = "log-of-softmax"
     summary = "`log` is applied to a softmax (or sigmoid) output instead of using `log_softmax`."
     severity = "error"
-    tokens = (b"softmax", b"sigmoid", b"Softmax")
+    tokens = (b"softmax", b"sigmoid", b"Softmax", b"exp(")  # exp(: a softmax or sigmoid written out
     why = """
         `softmax` underflows to exactly 0 for a class whose logit is far below the largest one,
         and `log(0)` is `-inf`. In float32 this happens once the logit gap passes about 87
@@ -137,7 +137,7 @@ class LogOfSoftmax(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("log") and facts.has("softmax", "sigmoid", "Softmax")
+        return facts.has("log") and facts.has(*PROBABILITY_WORDS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

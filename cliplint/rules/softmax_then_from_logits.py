@@ -10,6 +10,7 @@ from ..edits import without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.nodes import arg, walk
+from ..names import PROBABILITY_WORDS
 from . import Invalid, Rule
 
 LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (
@@ -118,7 +119,7 @@ class SoftmaxThenFromLogits(Rule):
 
     def could_fire(self, facts: Facts) -> bool:
         with_logits = facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)
-        return with_logits and facts.has("softmax", "sigmoid", "Softmax")
+        return with_logits and facts.has(*PROBABILITY_WORDS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
