@@ -124,3 +124,46 @@ def _arithmetic(flow, expr: cst.BinaryOperation, depth: int):
            cst.Multiply: lambda a, b: a * b, cst.Divide: lambda a, b: a / b if b else UNKNOWN}
     op = ops.get(type(expr.operator))
     return op(left, right) if op else UNKNOWN
+
+
+_COMPARISONS = {cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambda a, b: a >= b,
+                cst.LessThan: lambda a, b: a < b, cst.LessThanEqual: lambda a, b: a <= b,
+                cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}
+
+
+def ruled_out(flow, node: cst.CSTNode, holder: cst.BaseExpression, value) -> bool:
+    """Does a branch around `node` run only when `holder` (a name or attribute) is not `value`?
+    `if clip > 0: tf.clip_by_norm(g, clip)` with clip's default -1: the default never gets there."""
+    text = flow.ctx.text(holder)
+    child: cst.CSTNode = node
+    for ancestor in flow.ctx.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            taken = _holds(flow, ancestor.test, text, value)
+            in_body = flow.ctx.encloses(ancestor.body, node)
+            if taken is not None and taken != in_body:
+                return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            return False
+        child = ancestor
+    return False
+
+
+def _holds(flow, test: cst.BaseExpression, text: str, value) -> Optional[bool]:
+    """The test's truth when the expression spelled `text` is `value` (None when it depends on more)."""
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _holds(flow, test.left, text, value), _holds(flow, test.right, text, value)
+        if isinstance(test.operator, cst.And):
+            return False if False in (left, right) else True if left is right is True else None
+        return True if True in (left, right) else False if left is right is False else None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _holds(flow, test.expression, text, value)
+        return None if inner is None else not inner
+    if isinstance(test, (cst.Name, cst.Attribute)) and flow.ctx.text(test) == text:
+        return bool(value)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and flow.ctx.text(test.left) == text:
+        target = test.comparisons[0]
+        compare = _COMPARISONS.get(type(target.operator))
+        bound = constant(flow, target.comparator)
+        if compare is not None and isinstance(bound, (int, float)) and isinstance(value, (int, float)):
+            return bool(compare(value, bound))
+    return None

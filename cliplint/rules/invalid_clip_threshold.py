@@ -9,7 +9,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import ProbeKind, Report
-from ..flow.constants import UNKNOWN
+from ..flow.constants import UNKNOWN, ruled_out
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
 from . import Invalid, Rule
@@ -21,6 +21,12 @@ if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a conf
 def _number(ctx: Context, expr) -> Optional[float]:
     value = ctx.flow.constant(expr)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not UNKNOWN else None
+
+
+def _guarded(ctx: Context, call: cst.Call, threshold: cst.BaseExpression, value: float) -> bool:
+    """A threshold read from a name (a flag, a parameter's default) that a branch around the call
+    keeps away from this value: `if clip > 0:` makes -1 mean "no clipping"."""
+    return isinstance(threshold, (cst.Name, cst.Attribute)) and ruled_out(ctx.flow, call, threshold, value)
 
 
 def _value_bounds(call: ast.Call) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
@@ -110,6 +116,9 @@ class InvalidClipThreshold(Rule):
         "import tensorflow as tf\ny = tf.clip_by_value(x, lo, hi)\nz = tf.clip_by_norm(x, max_norm)\n",
         # a probability clip with sensible bounds
         "import tensorflow as tf\np = tf.clip_by_value(p, 1e-7, 1.0 - 1e-7)\n",
+        # -1 means "no clipping": the branch keeps the default away from the clip
+        "import tensorflow as tf\ndef train_op(grads, clip=-1):\n    if clip > 0:\n"
+        "        grads, _ = tf.clip_by_global_norm(grads, clip)\n    return grads\n",
         # numpy's clip takes (a, a_min, a_max) too, but is not TensorFlow
         "import numpy as np\nx = np.clip(x, 1, -1)\n",
     ]
@@ -117,6 +126,9 @@ class InvalidClipThreshold(Rule):
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(0.1, clipnorm=0)\n", 2, "turn clipping off"),
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.legacy.SGD(0.1, clipvalue=-1.0)\n", 2),
         Invalid("import tensorflow as tf\nclipped, _ = tf.clip_by_global_norm(grads, 0.0)\n", 2, "zeros"),
+        # the guard tests another name: the default -1 still reaches the clip
+        Invalid("import tensorflow as tf\ndef train_op(grads, clip=-1, use_clip=True):\n    if use_clip:\n"
+                "        grads, _ = tf.clip_by_global_norm(grads, clip)\n    return grads\n", 4),
         Invalid("import tensorflow as tf\ng = tf.clip_by_norm(g, -5)\n", 2),
         Invalid("import tensorflow as tf\nLIMIT = 1.0\ng = tf.clip_by_value(g, LIMIT, -LIMIT)\n", 3, "every element"),
         Invalid("import tensorflow as tf\ng = tf.clip_by_value(g, clip_value_min=2 * 0.5, clip_value_max=0.5)\n", 2),
@@ -147,8 +159,9 @@ class InvalidClipThreshold(Rule):
             if name in OPTIMIZER_CLASSES:
                 yield from self._optimizer(ctx, call)
             elif name in ("tensorflow.clip_by_norm", "tensorflow.clip_by_global_norm"):
-                value = _number(ctx, arg(call, 1, "clip_norm"))
-                if value is not None and value <= 0:
+                threshold = arg(call, 1, "clip_norm")
+                value = _number(ctx, threshold)
+                if value is not None and value <= 0 and not _guarded(ctx, call, threshold, value):
                     yield self._tensor_clip(ctx, call, name.split(".")[-1], value)
             elif name == "tensorflow.clip_by_value":
                 low = _number(ctx, arg(call, 1, "clip_value_min"))
@@ -163,7 +176,7 @@ class InvalidClipThreshold(Rule):
         for a in call.args:
             if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
                 value = _number(ctx, a.value)
-                if value is None or value > 0:
+                if value is None or value > 0 or _guarded(ctx, call, a.value, value):
                     continue
                 legacy = ".legacy." in (ctx.call_name(call) or "")
                 effect = ("tf-keras legacy optimizers zero every gradient, so training silently stops"
