@@ -154,6 +154,9 @@ STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorf
                     "tensorflow.add_n", "tensorflow.math.add_n", "keras.ops.concatenate", "keras.layers.average"})
 # Keras layers that merge a list of tensors: probabilities when an input is one.
 MERGING_LAYERS = frozenset({"keras.layers.Concatenate", "keras.layers.Average", "keras.layers.Maximum"})
+# tf.while_loop under its spellings: its results are what the body returns.
+WHILE_LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
+                         "tensorflow.python.ops.control_flow_ops.while_loop"})
 # Functions that apply a function to each element of a structure: (function, structure) first.
 MAPPERS = frozenset({"tensorflow.nest.map_structure", "tensorflow.map_fn", "tensorflow.vectorized_map"})
 # Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.

@@ -172,6 +172,12 @@ def _tensor_array(value: str, depth: int) -> Tuple[List[str], str]:
         f"array{depth}.stack()"
 
 
+def _while_loop(value: str, depth: int) -> Tuple[List[str], str]:
+    body = [f"def step{depth}(i, array):", f"    return i + 1, array.write(i, {value})", ""]
+    loop = f"_, written{depth} = tf.while_loop(lambda i, a: i < 1, step{depth}, (0, tf.TensorArray(tf.float32, size=1)))"
+    return body + [loop], f"written{depth}.stack()"
+
+
 def _unstack(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"parts{depth} = tf.unstack({value})"], f"parts{depth}[0]"
 
@@ -220,6 +226,7 @@ CARRIERS = {
     "walrus": _walrus,
     "augmented +=": _augmented,
     "TensorArray": _tensor_array,
+    "while_loop": _while_loop,
     "unstack": _unstack,
     "map_structure": _map_structure,
     "functools.partial": _partial,

@@ -14,10 +14,10 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import MAPPERS
+from ..names import MAPPERS, WHILE_LOOPS
 from .calls import CallSummaries
 from .constants import FlagDefaults
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, first_numbered, target_names
+from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, first_numbered, target_names
 
 # How many calls a value is followed through into a function's parameter. Two covers the shape
 # real code has (a training step calls a loss helper that calls a small log helper); each level
@@ -249,7 +249,9 @@ class Dataflow(CallSummaries, FlagDefaults):
         """The element an unpacking target gets: from a tuple literal (`a, b = x, y`) or from the
         tuple a function of this module returns (`probs, value = step(state)`)."""
         value, path = binding.value, binding.path
-        if isinstance(value, cst.Call):
+        if isinstance(value, cst.Call) and self.ctx.call_name(value) in WHILE_LOOPS:
+            value = self._loop_result(value)  # `_, _, ta = tf.while_loop(cond, body, vars)`: what body returns
+        elif isinstance(value, cst.Call):
             called = self.callee(value)
             if not isinstance(called, (cst.FunctionDef, cst.Lambda)):
                 return None
@@ -260,6 +262,16 @@ class Dataflow(CallSummaries, FlagDefaults):
                 return None
             value = value.elements[index].value
         return value
+
+    def _loop_result(self, loop: cst.Call) -> Optional[cst.BaseExpression]:
+        """The tuple a `tf.while_loop`'s body returns: its results, element by element (the loop
+        variables' last values)."""
+        body = arg(loop, 1, "body")
+        function = self.definition_of(body) if body is not None else None
+        if isinstance(body, cst.Lambda):
+            function = body
+        returned = self.returned(function) if isinstance(function, (cst.FunctionDef, cst.Lambda)) else []
+        return returned[-1] if returned else None
 
     def alias_of(self, expr: cst.BaseExpression) -> Optional[str]:
         """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
