@@ -174,7 +174,8 @@ def _tensor_array(value: str, depth: int) -> Tuple[List[str], str]:
 
 def _while_loop(value: str, depth: int) -> Tuple[List[str], str]:
     body = [f"def step{depth}(i, array):", f"    return i + 1, array.write(i, {value})", ""]
-    loop = f"_, written{depth} = tf.while_loop(lambda i, a: i < 1, step{depth}, (0, tf.TensorArray(tf.float32, size=1)))"
+    start = "(0, tf.TensorArray(tf.float32, size=1))"
+    loop = f"_, written{depth} = tf.while_loop(lambda i, a: i < 1, step{depth}, {start})"
     return body + [loop], f"written{depth}.stack()"
 
 
