@@ -13,6 +13,7 @@ does): then the worker's switch to nobody is one of the layers.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -28,9 +29,9 @@ import pytest
 pytest.importorskip("tensorflow", reason="the lock-down tests need tensorflow-cpu (pip install 'cliplint[verify]')")
 pytest.importorskip("pyseccomp", reason="the lock-down tests need pyseccomp (pip install 'cliplint[verify]')")
 
-from cliplint.verify import Session, sandbox  # noqa: E402
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
+from cliplint.verify import Session, sandbox  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0,
                                 reason="the table is measured on Linux as root (the CI image's user)")
@@ -38,7 +39,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0,
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "layers-5151"
 SECRET = "LAYER-SECRET-90ab"
-HEADER = "import os\nimport ctypes\nimport subprocess\nimport time\nimport tensorflow as tf\n"
+# The snippets name modules they import (a free name such as `open` would become a stand-in).
+HEADER = "import os\nimport io\nimport ctypes\nimport socket\nimport subprocess\nimport time\nimport tensorflow as tf\n"
+SLEEP = shutil.which("sleep")  # the worker's environment has no PATH
 
 # name -> expression. {t}: the attack's own folder (0755, root's) holding `sentinel` (0644, root's);
 # {w}: a world-writable folder; {s}: a secret (0600, root's); {p}: a local listener's port;
@@ -50,16 +53,16 @@ ATTACKS = {
     "chown": "os.chown({t!r} + '/sentinel', 65534, 65534)",
     "setxattr": "os.setxattr({t!r} + '/sentinel', 'user.pwned', b'x')",
     "truncate": "os.truncate({t!r} + '/sentinel', 0)",
-    "append": "open({t!r} + '/sentinel', 'a').write('x')",
+    "append": "io.open({t!r} + '/sentinel', 'a').write('x')",
     "link": "os.link({t!r} + '/sentinel', {t!r} + '/pwned-link')",
     "symlink": "os.symlink({t!r} + '/sentinel', {t!r} + '/pwned-symlink')",
     "mknod": "os.mknod({t!r} + '/pwned-node')",
     "rename": "os.rename({t!r} + '/sentinel', {t!r} + '/pwned-renamed')",
-    "create": "open({t!r} + '/pwned-new', 'w').write('x')",
-    "create_world_writable": "open({w!r} + '/pwned-world', 'w').write('x')",
-    "read_secret": "float(len(open({s!r}).read()) > 0) * 1e-3",
-    "connect": "__import__('socket').create_connection(('127.0.0.1', {p}))",
-    "execute": "subprocess.Popen(['sleep', '30', '{token}'], start_new_session=True)",
+    "create": "io.open({t!r} + '/pwned-new', 'w').write('x')",
+    "create_world_writable": "io.open({w!r} + '/pwned-world', 'w').write('x')",
+    "read_secret": "float(len(io.open({s!r}).read()) > 0) * 1e-3",
+    "connect": "socket.create_connection(('127.0.0.1', {p}))",
+    "execute": "subprocess.Popen([{sleep!r}, '30', '{token}'], start_new_session=True)",
     "fork": "os.fork() or (os.setsid(), time.sleep(30), os._exit(0))",
     "kill": "os.kill({v}, 9)",
 }
@@ -155,14 +158,14 @@ def _run_column(column: str) -> dict:
             (target / "sentinel").write_text("sentinel")
             before[name] = _sentinel_state(target / "sentinel")
             filled = expression.format(t=str(target), w=str(world), s=str(secret), p=listener.port, v=victim.pid,
-                                       token=TOKEN)
+                                       token=TOKEN, sleep=SLEEP)
             (repo / f"attack_{name}.py").write_text(
                 f"{HEADER}opt = tf.keras.optimizers.Adam(learning_rate={filled}, clipnorm=1.0, clipvalue=0.5)\n")
-        environment = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(scratch), "CLIPLINT_CACHE_DIR": str(root / "cache"),
-                       "CLIPLINT_TEST_ONLY_SKIP_LAYER1": "1", "CLIPLINT_TEST_ONLY_LAYERS_OFF": ",".join(COLUMNS[column])}
-        result = subprocess.run([sys.executable, "-m", "cliplint", "--verify", "--verify-unsandboxed", "--output-format",
-                                 "json", "--verify-timeout", "20", "--no-cache", "."],
-                                cwd=repo, env=environment, capture_output=True, text=True, timeout=600)
+        environment = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(scratch), "CLIPLINT_TEST_ONLY_SKIP_LAYER1": "1",
+                       "CLIPLINT_TEST_ONLY_LAYERS_OFF": ",".join(COLUMNS[column])}
+        command = [sys.executable, "-m", "cliplint", "--verify", "--verify-unsandboxed", "--output-format", "json",
+                   "--verify-timeout", "20", "--no-cache", "."]
+        result = subprocess.run(command, cwd=repo, env=environment, capture_output=True, text=True, timeout=600)
         time.sleep(0.5)  # a process an attack detached would still be there
         left = _left(str(scratch))
         for pid in left["execute"] + left["fork"]:
@@ -231,7 +234,7 @@ def _finding(source: str):
 def test_a_missing_layer_executes_nothing_and_says_which(layer, tmp_path, run_cli):
     marker = tmp_path / "marker"
     (tmp_path / "train.py").write_text(
-        f"{HEADER}opt = tf.keras.optimizers.Adam(learning_rate=open({str(marker)!r}, 'w').write('x'), "
+        f"{HEADER}opt = tf.keras.optimizers.Adam(learning_rate=io.open({str(marker)!r}, 'w').write('x'), "
         "clipnorm=1.0, clipvalue=0.5)\n")
     result = run_cli("--verify", "--output-format", "json", "train.py",
                      env={"CLIPLINT_TEST_ONLY_LAYERS_OFF": layer, "CLIPLINT_TEST_ONLY_SKIP_LAYER1": "1",

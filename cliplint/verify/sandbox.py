@@ -161,7 +161,7 @@ def _network_namespace() -> None:
 # Started as root, the worker would own every root-owned file: it could change their mode, times,
 # owner and extended attributes, which Landlock does not cover. It becomes nobody (65534) before
 # TensorFlow is imported. The Python installation may sit where nobody cannot go (pyenv under
-# /root, mode 0700): in a mount namespace of its own (private, so nothing propagates to the
+# /root, mode 0700): then, in a mount namespace of its own (private, so nothing propagates to the
 # machine), each folder on the way that nobody cannot traverse is covered by an empty tmpfs
 # (mode 0755) in which the installation's folders are mounted again at their own paths. Everything
 # else in that folder stays out of sight, and lazy imports (Keras imports modules on first use)
@@ -171,9 +171,6 @@ def _network_namespace() -> None:
 def _unprivileged_user(folder: str) -> None:
     if os.geteuid() != 0:
         return
-    libc = _libc()
-    _check(libc.unshare(_CLONE_NEWNS), "unshare mount namespace")
-    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
     _expose(_read_roots(folder))
     os.chown(folder, UNPRIVILEGED, UNPRIVILEGED)  # its TMPDIR and HOME: TensorFlow's import writes there
     _drop_bounding_set()  # needs CAP_SETPCAP: before the change of user clears every capability
@@ -191,7 +188,7 @@ def _unprivileged_user(folder: str) -> None:
 def _expose(roots: List[str]) -> None:
     """Make every read root reachable by the unprivileged user (see above); a folder within an
     exposed root that blocks it again is handled in the next round."""
-    for _ in range(8):
+    for round_ in range(8):
         blocked: Dict[str, List[str]] = {}
         for root in roots:
             ancestor = _blocked_ancestor(root)
@@ -199,6 +196,9 @@ def _expose(roots: List[str]) -> None:
                 blocked.setdefault(ancestor, []).append(root)
         if not blocked:
             return
+        if round_ == 0:  # a mount namespace only when needed (a container may forbid it)
+            _check(_libc().unshare(_CLONE_NEWNS), "unshare mount namespace")
+            _check(_libc().mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount private")
         for ancestor, under in blocked.items():
             _cover(ancestor, under)
     raise OSError(errno.ELOOP, "the Python installation stays out of the unprivileged user's reach")
@@ -221,9 +221,10 @@ def _cover(ancestor: str, roots: List[str]) -> None:
     """An empty tmpfs over `ancestor`, with the outermost of `roots` mounted again at their paths."""
     libc = _libc()
     outermost = [r for r in roots if not any(r != o and r.startswith(o.rstrip("/") + "/") for o in roots)]
-    clones = [(root, os.path.isdir(root), _check(libc.syscall(
-        _SYS_OPEN_TREE, _AT_FDCWD, root.encode(), _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC), f"open_tree {root}"))
-        for root in outermost]
+    flags = _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC
+    clones = [(root, os.path.isdir(root),
+               _check(libc.syscall(_SYS_OPEN_TREE, _AT_FDCWD, root.encode(), flags), f"open_tree {root}"))
+              for root in outermost]
     try:
         _check(libc.mount(b"tmpfs", ancestor.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
                           b"mode=0755,size=1m"), f"mount tmpfs on {ancestor}")

@@ -59,7 +59,8 @@ def main() -> int:
         protocol.write(f"{sign(key, text)} {text}\n")
 
     layers: dict = {}
-    sandbox.before_import(os.getcwd(), options.memory, layers, frozenset(filter(None, options.test_only_off.split(","))))
+    off = frozenset(filter(None, options.test_only_off.split(",")))
+    sandbox.before_import(os.getcwd(), options.memory, layers, off)
     if _refuses(layers, options, answer):
         return 0
     from . import probes  # imports TensorFlow
