@@ -13,7 +13,6 @@ does): then the worker's switch to nobody is one of the layers.
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import stat
@@ -41,11 +40,11 @@ TOKEN = "layers-5151"
 SECRET = "LAYER-SECRET-90ab"
 # The snippets name modules they import (a free name such as `open` would become a stand-in).
 HEADER = "import os\nimport io\nimport ctypes\nimport socket\nimport subprocess\nimport time\nimport tensorflow as tf\n"
-SLEEP = shutil.which("sleep")  # the worker's environment has no PATH
 
 # name -> expression. {t}: the attack's own folder (0755, root's) holding `sentinel` (0644, root's);
 # {w}: a world-writable folder; {s}: a secret (0600, root's); {p}: a local listener's port;
-# {v}: the pid of a process of root's that a snippet tries to kill.
+# {v}: the pid of a process of root's that a snippet tries to kill; {python}: a program to start
+# (by its path: the worker's environment has no PATH; `sleep` would exit at once on the token).
 ATTACKS = {
     "chmod": "os.chmod({t!r} + '/sentinel', 0o4777)",
     "fchmodat2": "ctypes.CDLL(None).syscall(452, -100, ({t!r} + '/sentinel').encode(), 0o4777, 0)",
@@ -62,7 +61,7 @@ ATTACKS = {
     "create_world_writable": "io.open({w!r} + '/pwned-world', 'w').write('x')",
     "read_secret": "float(len(io.open({s!r}).read()) > 0) * 1e-3",
     "connect": "socket.create_connection(('127.0.0.1', {p}))",
-    "execute": "subprocess.Popen([{sleep!r}, '30', '{token}'], start_new_session=True)",
+    "execute": "subprocess.Popen([{python!r}, '-c', 'import time; time.sleep(30)', '{token}'], start_new_session=True)",
     "fork": "os.fork() or (os.setsid(), time.sleep(30), os._exit(0))",
     "kill": "os.kill({v}, 9)",
 }
@@ -158,7 +157,7 @@ def _run_column(column: str) -> dict:
             (target / "sentinel").write_text("sentinel")
             before[name] = _sentinel_state(target / "sentinel")
             filled = expression.format(t=str(target), w=str(world), s=str(secret), p=listener.port, v=victim.pid,
-                                       token=TOKEN, sleep=SLEEP)
+                                       token=TOKEN, python=sys.executable)
             (repo / f"attack_{name}.py").write_text(
                 f"{HEADER}opt = tf.keras.optimizers.Adam(learning_rate={filled}, clipnorm=1.0, clipvalue=0.5)\n")
         environment = {**os.environ, "NO_COLOR": "1", "TMPDIR": str(scratch), "CLIPLINT_TEST_ONLY_SKIP_LAYER1": "1",
