@@ -14,12 +14,10 @@ import json
 import os
 import re
 import signal
-import socket
 import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +25,8 @@ import pytest
 
 pytest.importorskip("tensorflow", reason="the lock-down tests need tensorflow-cpu (pip install 'cliplint[verify]')")
 pytest.importorskip("pyseccomp", reason="the lock-down tests need pyseccomp (pip install 'cliplint[verify]')")
+
+from test_redteam import TOKEN, Listener, _processes_left  # noqa: E402
 
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
@@ -36,7 +36,6 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or os.geteuid() != 0,
                                 reason="the table is measured on Linux as root (the CI image's user)")
 
 ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "layers-5151"
 SECRET = "LAYER-SECRET-90ab"
 # The snippets name modules they import (a free name such as `open` would become a stand-in).
 HEADER = "import os\nimport io\nimport ctypes\nimport socket\nimport subprocess\nimport time\nimport tensorflow as tf\n"
@@ -95,45 +94,17 @@ def _table() -> dict:
     return rows
 
 
-class Listener:
-    def __init__(self) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.accepted = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self.server.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            connection.close()
-
-
 def _sentinel_state(path: Path) -> tuple:
     info = os.lstat(path)
     return (stat.S_IMODE(info.st_mode), info.st_uid, info.st_gid, info.st_size, info.st_nlink,
             info.st_ctime_ns == info.st_mtime_ns, os.listxattr(path), path.read_text())
 
 
-def _left(scratch: str) -> dict:
+def _left(scratch: Path) -> dict:
     """Processes attacks started: programs (TOKEN in the command line), copies of a worker (its folder)."""
-    found: dict = {"execute": [], "fork": []}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            cwd = os.readlink(entry / "cwd")
-        except OSError:
-            continue
-        if TOKEN in command:
-            found["execute"].append(int(entry.name))
-        elif cwd.startswith(scratch):
-            found["fork"].append(int(entry.name))
-    return found
+    left = _processes_left(scratch)
+    return {"execute": [entry for entry in left if TOKEN in entry],
+            "fork": [entry for entry in left if TOKEN not in entry]}
 
 
 def _run_column(column: str) -> dict:
@@ -166,9 +137,9 @@ def _run_column(column: str) -> dict:
                    "--verify-timeout", "20", "--no-cache", "."]
         result = subprocess.run(command, cwd=repo, env=environment, capture_output=True, text=True, timeout=600)
         time.sleep(0.5)  # a process an attack detached would still be there
-        left = _left(str(scratch))
-        for pid in left["execute"] + left["fork"]:
-            os.kill(pid, signal.SIGKILL)
+        left = _left(scratch)
+        for entry in left["execute"] + left["fork"]:
+            os.kill(int(entry.split(":")[0]), signal.SIGKILL)
         records = json.loads(result.stdout)
         verdicts = {Path(r["path"]).stem[len("attack_"):]: r["verification"]["verdict"] for r in records}
         return {"result": result, "before": before, "root": root, "world": world, "listener": listener,
