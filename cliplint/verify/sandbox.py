@@ -171,7 +171,7 @@ def _network_namespace() -> None:
 def _unprivileged_user(folder: str) -> None:
     if os.geteuid() != 0:
         return
-    _expose(_read_roots(folder))
+    _expose([*_read_roots(folder), os.path.realpath(folder)])  # its folder may be below a 0700 one too
     os.chown(folder, UNPRIVILEGED, UNPRIVILEGED)  # its TMPDIR and HOME: TensorFlow's import writes there
     _drop_bounding_set()  # needs CAP_SETPCAP: before the change of user clears every capability
     os.setgroups([])
