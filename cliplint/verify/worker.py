@@ -1,6 +1,6 @@
 """The isolated verifier process: locks itself down, imports TensorFlow once, answers probes.
 
-    python -m cliplint.verify.worker --key-fd N --memory BYTES [--unchecked]
+    python -m cliplint.verify.worker --key-fd N --memory BYTES [--unchecked] [--unsandboxed] [--test-only-off L,...]
 
 Protocol: one line per message on the pre-opened pipes (stdin: requests, stdout: answers). Every
 answer is `<hex HMAC-SHA256> <json>`, keyed by a per-run key the parent writes to descriptor N,
