@@ -99,6 +99,9 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
               help="Seconds per probe (more than 0).")
 @click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
               help="Seconds for the whole --verify run; findings left then are inconclusive.")
+@click.option("--verify-unsandboxed", is_flag=True,
+              help="Run --verify's snippets even where part of the worker's lock-down is unavailable "
+                   "(see SECURITY.md); without it such a run executes nothing.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
               help="Worker processes (default 0: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
@@ -117,8 +120,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          jobs, stdin_filename, cache_dir, no_cache, fix, exit_non_zero_on_fix, unsafe_fixes, diff, fix_only,
-          show_fixes, add_noqa) -> None:
+          verify_unsandboxed, jobs, stdin_filename, cache_dir, no_cache, fix, exit_non_zero_on_fix, unsafe_fixes,
+          diff, fix_only, show_fixes, add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     fixing = None
     try:
@@ -147,7 +150,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
             from .verify import verify_findings
 
             result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
-                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty())
+                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty(),
+                                              unsandboxed=verify_unsandboxed)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)

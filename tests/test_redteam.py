@@ -295,3 +295,36 @@ def test_layer_2_alone_still_contains_in_process_forgery_to_its_own_run(tmp_path
     assert not run["markers"]["forge_by_patching_probe"].exists() and run["listener"].accepted == 0
     assert SECRET not in output and FILE_SECRET not in output
     assert run["processes"] == [] and list(run["scratch"].iterdir()) == []
+
+
+# Metadata of a file outside the sandbox (issue 24, item 10): the secret file (root's when the suite
+# runs as root, as CI often does) with layer 1 off, so that each call reaches the kernel.
+METADATA = [
+    ("chmod_setuid", 6, "import os", "os.chmod({s!r}, 0o4777)"),
+    ("fchmodat2_raw", 6, "import ctypes", "ctypes.CDLL(None).syscall(452, -100, {s!r}.encode(), 0o4777, 0) or 1e-3"),
+    ("utime_epoch", 6, "import os", "os.utime({s!r}, (0, 0))"),
+    ("utimensat_raw", 6, "import ctypes", "ctypes.CDLL(None).utimensat(-100, {s!r}.encode(), None, 0) or 1e-3"),
+    ("chown_nobody", 6, "import os", "os.chown({s!r}, 65534, 65534)"),
+    ("setxattr_user", 6, "import os", "os.setxattr({s!r}, 'user.pwned', b'x')"),
+    ("truncate_secret", 6, "import os", "os.truncate({s!r}, 0)"),
+    ("hard_link", 6, "import os", "os.link({s!r}, {d!r} + '/pwned-link')"),
+    ("symlink_next_to_it", 6, "import os", "os.symlink({s!r}, {d!r} + '/pwned-symlink')"),
+    ("mknod_fifo", 6, "import os\nimport stat", "os.mknod({d!r} + '/pwned-fifo', 0o666 | stat.S_IFIFO)"),
+    ("rename_away", 6, "import os", "os.rename({s!r}, {d!r} + '/pwned-renamed')"),
+]
+
+
+def test_layer_2_alone_keeps_the_metadata_of_a_file_outside(tmp_path_factory):
+    run = _run(tmp_path_factory, layer1=False, attacks=METADATA)
+    for name, *_ in METADATA:
+        _assert_contained(run, name)
+        for verification in _verdicts(run, name):  # the snippet really ran as written, in a worker
+            assert not verification["evidence"].startswith("not executed"), verification
+            assert "could not be started" not in verification["evidence"], verification
+    secret = run["root"] / "secrets" / f"secret-{FILE_SECRET}.txt"
+    info = secret.stat()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert info.st_mode & 0o7777 == 0o666 & ~umask and (info.st_uid, info.st_gid) == (os.getuid(), os.getgid())
+    assert info.st_ctime_ns == info.st_mtime_ns  # no change of mode, owner, times, links or attributes since written
+    assert info.st_nlink == 1 and os.listxattr(secret) == [] and secret.read_text() == FILE_SECRET

@@ -39,6 +39,9 @@ MAX_ANSWER = 1024 ** 2  # bytes of one answer line
 # The test-only hook that switches layer 1 off (tests/test_redteam.py): honoured only while pytest
 # runs a test (it sets PYTEST_CURRENT_TEST), never in a plain run.
 UNCHECKED_HOOK = "CLIPLINT_TEST_ONLY_SKIP_LAYER1"
+# Likewise, lock-down layers to switch off (comma-separated names of `sandbox.LAYERS`), to show what
+# the others hold and that a missing layer stops `--verify` (tests/test_sandbox_layers.py).
+LAYERS_OFF_HOOK = "CLIPLINT_TEST_ONLY_LAYERS_OFF"
 
 
 def require_tensorflow() -> None:
@@ -51,24 +54,43 @@ def layer1_off() -> bool:
     return os.environ.get(UNCHECKED_HOOK) == "1" and "PYTEST_CURRENT_TEST" in os.environ
 
 
+def layers_off() -> str:
+    return os.environ.get(LAYERS_OFF_HOOK, "") if "PYTEST_CURRENT_TEST" in os.environ else ""
+
+
 class WorkerFailed(Exception):
     pass
+
+
+class LockDownIncomplete(Exception):
+    """A lock-down layer is unavailable and the user did not pass --verify-unsandboxed."""
+
+    def __init__(self, layers: dict) -> None:
+        super().__init__("; ".join(sandbox.layers_missing(layers)))
+        self.layers = layers
+
+
+def refusal(missing: LockDownIncomplete) -> str:
+    return (f"not executed: the lock-down is incomplete here, unavailable: {missing}; "
+            "pass --verify-unsandboxed to run the snippets anyway (see SECURITY.md)")
 
 
 class Worker:
     """One verifier subprocess in its own process group, and the authenticated line protocol."""
 
     def __init__(self, folder: str, unchecked: bool, ready_timeout: float = READY_TIMEOUT,
-                 legacy: Optional[bool] = None) -> None:
+                 legacy: Optional[bool] = None, unsandboxed: bool = False) -> None:
         """`legacy`: run tf-keras (True) or Keras 3 (False) whatever TF_USE_LEGACY_KERAS says (the
-        second flavour's worker); None keeps the user's setting."""
+        second flavour's worker); None keeps the user's setting. `unsandboxed`: run snippets even
+        when a lock-down layer is unavailable (else `LockDownIncomplete`)."""
         self.key = os.urandom(32)
         self.sent = 0
         self.log = open(os.path.join(folder, "worker.log" if legacy is None else f"worker-{legacy}.log"), "wb")
         key_read, key_write = os.pipe()
         memory = int(os.environ.get("CLIPLINT_VERIFY_MEMORY", str(MEMORY_LIMIT)))
         command = [sys.executable, "-m", "cliplint.verify.worker", "--key-fd", str(key_read),
-                   "--memory", str(memory), *(["--unchecked"] if unchecked else [])]
+                   "--memory", str(memory), *(["--unchecked"] if unchecked else []),
+                   *(["--unsandboxed"] if unsandboxed else []), *_layers_off()]
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=folder,
@@ -82,6 +104,8 @@ class Worker:
             with os.fdopen(key_write, "wb") as pipe:
                 pipe.write(self.key)
             self.info = self._read(ready_timeout, 0)
+            if not unsandboxed and list(sandbox.layers_missing(self.info.get("layers", {}))):
+                raise LockDownIncomplete(self.info["layers"])  # the worker refuses too; checked twice
             if not self.info.get("ready"):
                 raise WorkerFailed("the worker did not start")
         except BaseException:
@@ -154,6 +178,11 @@ def _flavour(legacy: Optional[bool]) -> Dict[str, str]:
     return {} if legacy is None else {"TF_USE_LEGACY_KERAS": "1" if legacy else "0"}
 
 
+def _layers_off() -> List[str]:
+    off = layers_off()
+    return ["--test-only-off", off] if off else []
+
+
 def _import_path() -> Dict[str, str]:
     """Where the worker finds cliplint when it is not installed (run from a checkout)."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -190,7 +219,10 @@ class Session:
     outcome depends on the Keras flavour (one refuses legacy code the other runs) is asked of a
     second worker running the other flavour, under the same lock-down, and both are reported."""
 
-    def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET, cache_folder: Optional[str] = None) -> None:
+    def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET, cache_folder: Optional[str] = None,
+                 unsandboxed: bool = False) -> None:
+        """`unsandboxed`: the user's --verify-unsandboxed (run snippets even when a lock-down layer is
+        unavailable); without it such a run executes nothing and every verdict says why."""
         self.timeout = timeout
         self.deadline = time.monotonic() + budget
         remove_stale_folders()
@@ -199,6 +231,11 @@ class Session:
         self.other: Optional[Worker] = None  # the other Keras flavour, started only when needed
         self.versions: dict = expected_versions()  # the worker's own report replaces it once started
         self.layers: dict = {}
+        self.unsandboxed = unsandboxed
+        self.refused: Optional[LockDownIncomplete] = None  # set once a worker found a layer missing
+        if not unsandboxed and sandbox.platform_missing():  # off Linux: no worker is even started
+            self.layers = sandbox.platform_missing()
+            self.refused = LockDownIncomplete(self.layers)
         self.unchecked = layer1_off()
         self.answers: Dict[str, dict] = {}
         self.failed = False
@@ -238,11 +275,16 @@ class Session:
     def _ask(self, probe: dict, other: bool) -> dict:
         """One worker's verdict on the probe; `ran` marks a verdict the worker reached (cacheable)."""
         self.failed = False
+        if self.refused is not None:
+            return self._verdict("skipped", refusal(self.refused))
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._verdict("inconclusive", "verify budget spent")
         try:
             worker = self._other_worker(remaining) if other else self._worker(remaining)
+        except LockDownIncomplete as err:
+            self.refused, self.layers = err, err.layers
+            return self._verdict("skipped", refusal(err))
         except TimeoutError:
             return self._verdict("inconclusive", "verify budget spent" if self._spent() else
                                  "TensorFlow could not be started: timed out")
@@ -271,7 +313,8 @@ class Session:
 
     def _worker(self, remaining: float = READY_TIMEOUT) -> Worker:
         if self.worker is None:
-            self.worker = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining))
+            self.worker = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining),
+                                 unsandboxed=self.unsandboxed)
             self.versions = {k: self.worker.info.get(k) for k in ("tensorflow", "keras", "flavour")}
             self.layers = self.worker.info.get("layers", {})
         return self.worker
@@ -279,7 +322,8 @@ class Session:
     def _other_worker(self, remaining: float) -> Worker:
         if self.other is None:
             legacy = self._worker(remaining).info.get("flavour") != "tf-keras"
-            self.other = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining), legacy=legacy)
+            self.other = Worker(self.folder, self.unchecked, min(READY_TIMEOUT, remaining), legacy=legacy,
+                                unsandboxed=self.unsandboxed)
         return self.other
 
     def _discard(self, other: bool = False) -> None:
@@ -316,17 +360,23 @@ def both_flavours(first: dict, second: dict) -> dict:
     return {**first, "verdict": verdict, "evidence": printable(evidence), "assumptions": assumptions, "ran": ran}
 
 
-def warn_missing_layers(layers: dict) -> None:
+def warn_missing_layers(layers: dict, refused: bool = False) -> None:
     missing = sandbox.layers_missing(layers)
-    if missing:
+    if missing and refused:
+        print(f"cliplint: --verify executed no snippet: its lock-down is incomplete here, unavailable: "
+              f"{'; '.join(missing)}. Pass --verify-unsandboxed to run them anyway (see SECURITY.md).",
+              file=sys.stderr)
+    elif missing:
         print(f"cliplint: --verify runs with part of its lock-down unavailable here: {'; '.join(missing)}. "
               "See SECURITY.md for what still holds.", file=sys.stderr)
 
 
 def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: float = DEFAULT_BUDGET,
-                    cache_folder: Optional[str] = None, progress: bool = False) -> List[Finding]:
-    """Each finding with its verdict. `progress`: a status line on stderr (verified / total, elapsed)."""
-    session = Session(timeout, budget, cache_folder)
+                    cache_folder: Optional[str] = None, progress: bool = False,
+                    unsandboxed: bool = False) -> List[Finding]:
+    """Each finding with its verdict. `progress`: a status line on stderr (verified / total, elapsed);
+    `unsandboxed`: see `Session`."""
+    session = Session(timeout, budget, cache_folder, unsandboxed)
     shown = Progress(len(findings)) if progress else None
     verified = []
     if shown:
@@ -340,5 +390,5 @@ def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: floa
         if shown:
             shown.clear()
         session.close()
-    warn_missing_layers(session.layers)
+    warn_missing_layers(session.layers, session.refused is not None)
     return verified
