@@ -97,7 +97,11 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Seconds per probe (more than 0).")
 @click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Seconds for the whole --verify run; findings left then are inconclusive.")
+              help="Wall-clock seconds for the whole --verify run (a backstop); findings left then are inconclusive.")
+@click.option("--verify-cpu", type=FiniteFloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="CPU seconds of the verifier per finding; a probe that uses more is inconclusive.")
+@click.option("--verify-file-budget", type=FiniteFloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              help="CPU seconds of the verifier per file; the file's findings left then are inconclusive.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
               help="Worker processes (default 0: all cores).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
@@ -113,7 +117,7 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
+          verify_cpu, verify_file_budget, jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
           add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     fixing = None
@@ -143,7 +147,8 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
             from .verify import verify_findings
 
             result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
-                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty())
+                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty(),
+                                              cpu=verify_cpu, file_budget=verify_file_budget)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)

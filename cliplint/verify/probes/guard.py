@@ -70,8 +70,8 @@ class Guarded:
         checked = tuple(admit(value, self.qualified, f"argument {i + 1}") for i, value in enumerate(args))
         for keyword in keywords:
             if keyword in DESERIALISING_KEYWORDS or keyword.startswith("_"):
-                raise Refusal(f"`{self.qualified}` was called with `{keyword}=`, which only Keras "
-                              "(de)serialisation takes")
+                raise Refusal(f"the worker refused `{self.qualified}` called with `{keyword}=`, which only "
+                              "Keras (de)serialisation takes")
         named = {k: admit(v, self.qualified, f"`{k}=`") for k, v in keywords.items()}
         result = self.target(*checked, **named)
         REGISTRY.add(result)
