@@ -155,6 +155,8 @@ def _inner(**fields: str) -> str:
     return "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in fields.items()) + "}"
 
 
+VOCABULARY = "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in (
+    ("vocabulary", "secret.txt"), ("standardize", "lower"), ("split", "whitespace"))) + f", {spell('ngrams')}: None}}"
 # 7. Values built at run time that reach an allowlisted Keras constructor which deserialises
 # strings and dicts: every name is allowlisted, every literal is a known argument value. Each is
 # refused by the worker's check of argument values (`probes/guard.py`), naming the callable.
@@ -165,7 +167,7 @@ VALUE_ATTACKS = [
     ("config_sets_floatx_through_initializer", 7, "",
      f"tf.keras.layers.Dense(1, kernel_initializer={config('function', spell('set_floatx'), 'keras.config')})"),
     ("config_reads_vocabulary_file", 7, "",
-     f"tf.keras.layers.Activation({config('TextVectorization', _inner(vocabulary='secret.txt'), 'keras.layers')})"),
+     f"tf.keras.layers.Activation({config('TextVectorization', VOCABULARY, 'keras.layers')})"),
     ("config_loads_savedmodel", 7, "",
      f"tf.keras.layers.Activation({config('TFSMLayer', _inner(filepath='model', call_endpoint='serve'), 'keras.layers')})"),
     ("dict_literal_initializer", 7, "",
