@@ -117,8 +117,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          verify_cpu, verify_file_budget, jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only, show_fixes,
-          add_noqa) -> None:
+          verify_cpu, verify_file_budget, jobs, stdin_filename, cache_dir, no_cache, fix, unsafe_fixes, diff, fix_only,
+          show_fixes, add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     fixing = None
     try:

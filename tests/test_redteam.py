@@ -155,6 +155,7 @@ def _inner(**fields: str) -> str:
     return "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in fields.items()) + "}"
 
 
+MODULE = "keras.layers"
 VOCABULARY = "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in (
     ("vocabulary", "secret.txt"), ("standardize", "lower"), ("split", "whitespace"))) + f", {spell('ngrams')}: None}}"
 # 7. Values built at run time that reach an allowlisted Keras constructor which deserialises
@@ -167,9 +168,9 @@ VALUE_ATTACKS = [
     ("config_sets_floatx_through_initializer", 7, "",
      f"tf.keras.layers.Dense(1, kernel_initializer={config('function', spell('set_floatx'), 'keras.config')})"),
     ("config_reads_vocabulary_file", 7, "",
-     f"tf.keras.layers.Activation({config('TextVectorization', VOCABULARY, 'keras.layers')})"),
+     f"tf.keras.layers.Activation({config('TextVectorization', VOCABULARY, MODULE)})"),
     ("config_loads_savedmodel", 7, "",
-     f"tf.keras.layers.Activation({config('TFSMLayer', _inner(filepath='model', call_endpoint='serve'), 'keras.layers')})"),
+     f"tf.keras.layers.Activation({config('TFSMLayer', _inner(filepath='model', call_endpoint='serve'), MODULE)})"),
     ("dict_literal_initializer", 7, "",
      f"tf.keras.layers.Dense(1, kernel_initializer={{{spell('class_name')}: {spell('Constant')}, "
      f"{spell('config')}: {{}}}})"),
@@ -182,7 +183,7 @@ VALUE_ATTACKS = [
      f"tf.keras.layers.Dense(1, activation=list(reversed([{spell('moid')}, {spell('hard_sig')}]))[0]"
      f" + list(reversed([{spell('moid')}, {spell('hard_sig')}]))[1])"),
     ("config_in_sequential_list", 7, "",
-     f"tf.keras.Sequential([{config('Dense', _inner(units='ones'), 'keras.layers')}])"),
+     f"tf.keras.Sequential([{config('Dense', _inner(units='ones'), MODULE)}])"),
     ("safe_mode_keyword", 7, "", f"tf.keras.layers.Dense(1, **{{{spell('safe_mode')}: False}})"),
     ("shim_dense_config_activation", 7, "",
      f"tf.layers.dense(tf.ones([1, 2]), 3, activation={config('function', spell('set_epsilon'), 'keras.config')})"),

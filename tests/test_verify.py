@@ -451,7 +451,8 @@ def test_a_5000_term_expression_is_skipped_with_a_reason():
     finding = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
     terms = " + ".join(["1"] * 5000)
     call = {**finding.probe["call"], "code": f"tf.keras.optimizers.Adam(learning_rate=({terms}) * 1e-7, clipnorm=1.0)"}
-    verification = verify_findings([replace(finding, probe={**finding.probe, "call": call})], timeout=60)[0].verification
+    deep = replace(finding, probe={**finding.probe, "call": call})
+    verification = verify_findings([deep], timeout=60)[0].verification
     assert verification["verdict"] == "skipped"
     assert verification["evidence"].startswith("not executed: it uses an expression nested too deeply"), verification
 
