@@ -338,22 +338,23 @@ VALUE_NAMES = [name for name, *_ in VALUE_ATTACKS]
 FORGERY_NAMES = [name for name, *_ in MESSAGE_FORGERY]
 
 
+def _assert_skipped(run: dict, name: str, evidence: str) -> None:
+    _assert_contained(run, name)
+    for verification in _verdicts(run, name):
+        assert verification["verdict"] == "skipped", verification
+        assert verification["evidence"].startswith(evidence), verification
+
+
 @pytest.mark.parametrize("name", NAMES + [name for name, *_ in IN_PROCESS_FORGERY])
 def test_both_layers_skip_the_attack(layer1_on, name):
-    _assert_contained(layer1_on, name)
-    for verification in _verdicts(layer1_on, name):
-        assert verification["verdict"] == "skipped", verification
-        assert verification["evidence"].startswith("not executed: it uses "), verification
+    _assert_skipped(layer1_on, name, "not executed: it uses ")
 
 
 @pytest.mark.parametrize("name", VALUE_NAMES)
 def test_values_built_at_run_time_are_refused_by_the_worker(layer1_on, name):
     """Layer 1's rebuild admits every name and literal of these; the worker refuses the value
     (naming the callable and the argument) before the Keras constructor sees it."""
-    _assert_contained(layer1_on, name)
-    for verification in _verdicts(layer1_on, name):
-        assert verification["verdict"] == "skipped", verification
-        assert verification["evidence"].startswith("not executed: the worker refused `"), verification
+    _assert_skipped(layer1_on, name, "not executed: the worker refused `")
 
 
 @pytest.mark.parametrize("name", FORGERY_NAMES)

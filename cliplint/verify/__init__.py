@@ -308,7 +308,8 @@ class Session:
             by_file = self.allowed < self.cpu  # the file's budget, not the finding's, was the limit
             self._charge(path, worker)
             self._discard(other)
-            if by_file:
+            if by_file:  # not the probe's own verdict: a twin in another file runs again
+                self.failed = True
                 return self._verdict("inconclusive", self._file_spent())
             return self._verdict("inconclusive", f"the probe used more than {self.cpu:g} s of CPU (--verify-cpu); "
                                                  "the worker was stopped and a new one takes the rest")

@@ -12,7 +12,10 @@ a new tree is built node by node:
 - builtins: only `BUILTINS`; strings: only `STRINGS`; `name=` keywords dropped;
 - statements: assignments, expressions, `for`, `if`, `pass`, `break`, `continue`;
 - anything else (lambdas, f-strings, walrus, other attributes, other builtins, imports, names or
-  attributes starting with `_`, ...) refuses the snippet: the finding is `skipped`, naming it.
+  attributes starting with `_`, a tree deeper than `MAX_DEPTH`, ...) refuses the snippet: the
+  finding is `skipped`, naming it.
+
+Names only: the values a snippet builds at run time are checked in the worker (`probes.guard`).
 
 What the worker receives is `ast.unparse` of the new tree: exactly what was checked.
 """
