@@ -296,6 +296,7 @@ def _run(tmp_path_factory, layer1: bool, attacks=None) -> dict:
 BENIGN = """\
 import tensorflow as tf
 opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)
+lp = tf.math.log(tf.nn.softmax(logits) + tf.keras.backend.epsilon())
 def step(grads):
     grads = [tf.clip_by_norm(g, 1.0) for g in grads]
     return grads

@@ -466,3 +466,12 @@ def test_an_expression_deeper_than_the_rebuild_is_skipped_through_the_command(tm
     assert [(r["code"], r["verification"]["verdict"]) for r in records] == [("CL004", "skipped")]
     assert re.search(r"nested 3\d\d levels deep \(the verifier rebuilds at most 100\)",
                      records[0]["verification"]["evidence"]), records
+
+
+def test_no_path_into_keras_deserialisation_is_allowlisted():
+    """Layer 1 names no (de)serialising function and lets no snippet read one as an attribute."""
+    from cliplint.verify.allowlist import ATTRIBUTES, SYMBOLS
+
+    deserialising = {"get", "deserialize", "serialize", "from_config", "get_config", "load_model", "model_from_json"}
+    assert not [s for s in SYMBOLS if s.rsplit(".", 1)[-1] in deserialising]
+    assert not ATTRIBUTES & deserialising
