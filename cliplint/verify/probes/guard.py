@@ -42,10 +42,13 @@ class Registry:
         self.kinds: Tuple[type, ...] = ()
 
     def add(self, value: Any, depth: int = 0) -> None:
-        self.made[id(value)] = value
-        if isinstance(value, (list, tuple)) and depth < MAX_NESTING:
-            for item in value:
+        """Keep what an allowlisted call returned, unless `admit` judges it by its type anyway
+        (tensors, arrays, numbers, strings: a loop of a million matmuls keeps nothing alive)."""
+        if isinstance(value, (list, tuple)):
+            for item in value if depth < MAX_NESTING else ():
                 self.add(item, depth + 1)
+        elif not isinstance(value, _BY_TYPE):
+            self.made[id(value)] = value
 
     def admits(self, value: Any) -> bool:
         return id(value) in self.made or isinstance(value, self.kinds)
@@ -55,6 +58,9 @@ class Registry:
 
 
 REGISTRY = Registry()
+# What `admit` judges by its type alone, never by the registry.
+_BY_TYPE = (type(None), bool, int, float, complex, str, bytes, dict, set, frozenset, np.ndarray, np.generic,
+            tf.Tensor, tf.Variable, tf.DType, tf.TensorShape)
 
 
 class Guarded:
