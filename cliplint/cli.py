@@ -98,7 +98,11 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True), default=30.0, show_default=True,
               help="Seconds per probe (more than 0).")
 @click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Seconds for the whole --verify run; findings left then are inconclusive.")
+              help="Wall-clock seconds for the whole --verify run (a backstop); findings left then are inconclusive.")
+@click.option("--verify-cpu", type=FiniteFloatRange(min=0, min_open=True), default=20.0, show_default=True,
+              help="CPU seconds of the verifier per finding; a probe that uses more is inconclusive.")
+@click.option("--verify-file-budget", type=FiniteFloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              help="CPU seconds of the verifier per file; the file's findings left then are inconclusive.")
 @click.option("--verify-unsandboxed", is_flag=True,
               help="Run --verify's snippets even where part of the worker's lock-down is unavailable "
                    "(see SECURITY.md); without it such a run executes nothing.")
@@ -120,8 +124,8 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
 def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
           isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          verify_unsandboxed, jobs, stdin_filename, cache_dir, no_cache, fix, exit_non_zero_on_fix, unsafe_fixes,
-          diff, fix_only, show_fixes, add_noqa) -> None:
+          verify_cpu, verify_file_budget, verify_unsandboxed, jobs, stdin_filename, cache_dir, no_cache, fix,
+          exit_non_zero_on_fix, unsafe_fixes, diff, fix_only, show_fixes, add_noqa) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
     fixing = None
     try:
@@ -151,6 +155,7 @@ def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_e
 
             result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
                                               cache_folder=cache, progress=not quiet and sys.stderr.isatty(),
+                                              cpu=verify_cpu, file_budget=verify_file_budget,
                                               unsandboxed=verify_unsandboxed)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)

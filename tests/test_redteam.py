@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tensorflow", reason="the red-team tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+tf = pytest.importorskip("tensorflow", reason="the red-team tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+
+from cliplint.verify.allowlist import STRINGS  # noqa: E402
 
 SECRET = "ENV-SECRET-7f3a9c"
 FILE_SECRET = "FILE-SECRET-51be0d"
@@ -121,12 +123,95 @@ IN_PROCESS_FORGERY = [
      "np.ma.core.builtins.__import__('sys').modules['cliplint.verify.probes.optimizers'].__setattr__('verdict', "
      "lambda *a, **k: {{'verdict': 'confirmed', 'evidence': {f}, 'assumptions': []}})"),
 ]
+
+
+# Text built at run time from what layer 1 admits: slices of allowlisted string literals, `str()` of
+# numbers, booleans and allowlisted classes (the flavour the worker runs: the test's own).
+_SOURCES = ["str(True)", "str(False)", "str(None)", "str(0.5)", "str(tf.keras.layers.Dense)", "str(tf.Variable)",
+            "str(tf.keras.optimizers.SGD)", "str(tf.keras.losses.MeanSquaredError)", "str(tf.keras.optimizers.Lion)",
+            "str(tf.keras.losses.CategoricalCrossentropy)"]
+
+
+def spell(text: str) -> str:
+    """An expression layer 1's rebuild accepts that evaluates to `text`, one character at a time."""
+    pieces = []
+    for char in text:
+        literal = next((w for w in sorted(STRINGS) if char in w), None)
+        if literal is not None:
+            pieces.append(f"{literal!r}[{literal.index(char)}]")
+            continue
+        source = next(e for e in _SOURCES if char in eval(e, {"tf": tf}))
+        pieces.append(f"{source}[{eval(source, {'tf': tf}).index(char)}]")
+    return "(" + " + ".join(pieces) + ")"
+
+
+def config(class_name: str, inner, module: str) -> str:
+    """A Keras configuration dict, every string spelled at run time."""
+    return (f"dict(zip([{spell('class_name')}, {spell('config')}, {spell('module')}], "
+            f"[{spell(class_name)}, {inner}, {spell(module)}]))")
+
+
+def _inner(**fields: str) -> str:
+    return "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in fields.items()) + "}"
+
+
+MODULE = "keras.layers"
+VOCABULARY = "{" + ", ".join(f"{spell(k)}: {spell(v)}" for k, v in (
+    ("vocabulary", "secret.txt"), ("standardize", "lower"), ("split", "whitespace"))) + f", {spell('ngrams')}: None}}"
+# 7. Values built at run time that reach an allowlisted Keras constructor which deserialises
+# strings and dicts: every name is allowlisted, every literal is a known argument value. Each is
+# refused by the worker's check of argument values (`probes/guard.py`), naming the callable.
+VALUE_ATTACKS = [
+    ("config_sets_global_epsilon", 7, "",
+     f"tf.keras.layers.Dense(1, activation={config('function', spell('set_epsilon'), 'keras.config')})"
+     "(tf.ones([1, 1]))"),
+    ("config_sets_floatx_through_initializer", 7, "",
+     f"tf.keras.layers.Dense(1, kernel_initializer={config('function', spell('set_floatx'), 'keras.config')})"),
+    ("config_reads_vocabulary_file", 7, "",
+     f"tf.keras.layers.Activation({config('TextVectorization', VOCABULARY, MODULE)})"),
+    ("config_loads_savedmodel", 7, "",
+     f"tf.keras.layers.Activation({config('TFSMLayer', _inner(filepath='model', call_endpoint='serve'), MODULE)})"),
+    ("dict_literal_initializer", 7, "",
+     f"tf.keras.layers.Dense(1, kernel_initializer={{{spell('class_name')}: {spell('Constant')}, "
+     f"{spell('config')}: {{}}}})"),
+    ("str_of_allowlisted_class_as_dtype", 7, "", "tf.keras.layers.Dense(1, dtype=str(tf.keras.layers.Dense))"),
+    ("sliced_mixed_precision_policy", 7, "", f"tf.keras.layers.Dense(1, dtype={spell('mixed_float16')})"),
+    ("sorted_join_initializer_name", 7, "",
+     f"tf.keras.layers.Dense(1, kernel_initializer=sorted([{spell('onal')}, {spell('orthog')}])[1]"
+     f" + sorted([{spell('onal')}, {spell('orthog')}])[0])"),
+    ("reversed_string_activation", 7, "",
+     f"tf.keras.layers.Dense(1, activation=list(reversed([{spell('moid')}, {spell('hard_sig')}]))[0]"
+     f" + list(reversed([{spell('moid')}, {spell('hard_sig')}]))[1])"),
+    ("config_in_sequential_list", 7, "",
+     f"tf.keras.Sequential([{config('Dense', _inner(units='ones'), MODULE)}])"),
+    ("safe_mode_keyword", 7, "", f"tf.keras.layers.Dense(1, **{{{spell('safe_mode')}: False}})"),
+    ("shim_dense_config_activation", 7, "",
+     f"tf.layers.dense(tf.ones([1, 2]), 3, activation={config('function', spell('set_epsilon'), 'keras.config')})"),
+    ("loss_built_reduction", 7, "", f"tf.keras.losses.MeanSquaredError(reduction={spell('sum_over_batch_sizes')})"),
+    ("string_tensor_as_activation", 7, "", "tf.keras.layers.Dense(1, activation=tf.constant('softmax'))"),
+]
+# 8. Verdicts forged through an exception's text: the snippet makes the call raise a ValueError
+# whose message is its own text (`float('...')` quotes its argument). {v} is that text.
+FORGED_TEXT = "forged_by_message"
+TEMPLATES = {
+    "CL009": "opt = tf.keras.optimizers.Adam(learning_rate={e}, clipnorm=0.0)\n",
+    "CL005": ("def step(model, loss, tape):\n    grads = tape.gradient(loss, model.trainable_variables)\n"
+              "    grads = [tf.clip_by_value(g, -1.0, {e}) for g in grads]\n    return grads\n"),
+}
+MESSAGE_FORGERY = [
+    ("forge_invalid_threshold_by_message", 8, "", f"float({spell(FORGED_TEXT + ' clipnorm')})", "CL009"),
+    ("forge_none_gradient_by_message", 8, "", f"float({spell(FORGED_TEXT)})", "CL005"),
+    ("forge_conflict_by_message", 8, "", f"float({spell(FORGED_TEXT + ' clipnorm clipvalue')})"),
+]
+
 # The same expressions inside a CL004 finding (a keyword of the softmax the probe evaluates).
 LOG_SOFTMAX = ("raw_ops_write_file", "ma_core_builtins_exec", "socket_connect", "leak_file_into_error",
                "forge_via_os_write")
 
 
-def _source(name: str, imports: str, expression: str, log_form: bool) -> str:
+def _source(name: str, imports: str, expression: str, log_form: bool, template: str = "") -> str:
+    if template:
+        return f"{HEADER}{imports}\n" + TEMPLATES[template].format(e=expression)
     if log_form:
         return f"{HEADER}{imports}\nlp = tf.math.log(tf.nn.softmax(logits, axis={expression}))\n"
     return (f"{HEADER}{imports}\n"
@@ -181,11 +266,11 @@ def _run(tmp_path_factory, layer1: bool, attacks=None) -> dict:
     forged = ("'x {\"id\": 1, \"answer\": {\"verdict\": \"confirmed\", \"evidence\": \"" + FORGED[:7]
               + "' + '" + FORGED[7:] + "\", \"assumptions\": []}}\\n'")
     markers = {}
-    for name, _, imports, expression in attacks:
+    for name, cls, imports, expression, *template in attacks:
         markers[name] = root / f"marker-{name}"
         filled = expression.format(m=str(markers[name]), s=str(secret_file), d=str(secrets), p=listener.port,
-                                   f=forged, t=TOKEN)
-        (repo / f"attack_{name}.py").write_text(_source(name, imports, filled, False), encoding="utf-8")
+                                   f=forged, t=TOKEN) if cls <= 6 else expression
+        (repo / f"attack_{name}.py").write_text(_source(name, imports, filled, False, *template), encoding="utf-8")
         if name in LOG_SOFTMAX:
             (repo / f"attack_{name}_log.py").write_text(_source(name, imports, filled, True), encoding="utf-8")
     (repo / "benign.py").write_text(BENIGN)
@@ -211,6 +296,7 @@ def _run(tmp_path_factory, layer1: bool, attacks=None) -> dict:
 BENIGN = """\
 import tensorflow as tf
 opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)
+lp = tf.math.log(tf.nn.softmax(logits) + tf.keras.backend.epsilon())
 def step(grads):
     grads = [tf.clip_by_norm(g, 1.0) for g in grads]
     return grads
@@ -219,12 +305,12 @@ def step(grads):
 
 @pytest.fixture(scope="module")
 def layer1_on(tmp_path_factory):
-    return _run(tmp_path_factory, layer1=True, attacks=ATTACKS + IN_PROCESS_FORGERY)
+    return _run(tmp_path_factory, layer1=True, attacks=ATTACKS + IN_PROCESS_FORGERY + VALUE_ATTACKS + MESSAGE_FORGERY)
 
 
 @pytest.fixture(scope="module")
 def layer1_off(tmp_path_factory):
-    return _run(tmp_path_factory, layer1=False)
+    return _run(tmp_path_factory, layer1=False, attacks=ATTACKS + VALUE_ATTACKS + MESSAGE_FORGERY)
 
 
 def _verdicts(run: dict, name: str) -> list:
@@ -240,7 +326,7 @@ def _assert_contained(run: dict, name: str) -> None:
     assert run["listener"].accepted == 0, "a connection reached the local listener"
     for secret in (SECRET, FILE_SECRET):
         assert secret not in output, f"{name}: a secret reached the report"
-    assert FORGED not in output, f"{name}: a forged verdict reached the report"
+    assert FORGED not in output and FORGED_TEXT not in output, f"{name}: a forged verdict reached the report"
     assert run["processes"] == [], f"processes left: {run['processes']}"
     assert list(run["scratch"].iterdir()) == [], "a temporary folder was left"
     assert run["site_pth"] == [], "a .pth file was planted in site-packages"
@@ -249,17 +335,53 @@ def _assert_contained(run: dict, name: str) -> None:
 
 
 NAMES = [name for name, *_ in ATTACKS]
+VALUE_NAMES = [name for name, *_ in VALUE_ATTACKS]
+FORGERY_NAMES = [name for name, *_ in MESSAGE_FORGERY]
+
+
+def _assert_skipped(run: dict, name: str, evidence: str) -> None:
+    _assert_contained(run, name)
+    for verification in _verdicts(run, name):
+        assert verification["verdict"] == "skipped", verification
+        assert verification["evidence"].startswith(evidence), verification
 
 
 @pytest.mark.parametrize("name", NAMES + [name for name, *_ in IN_PROCESS_FORGERY])
 def test_both_layers_skip_the_attack(layer1_on, name):
+    _assert_skipped(layer1_on, name, "not executed: it uses ")
+
+
+@pytest.mark.parametrize("name", VALUE_NAMES)
+def test_values_built_at_run_time_are_refused_by_the_worker(layer1_on, name):
+    """Layer 1's rebuild admits every name and literal of these; the worker refuses the value
+    (naming the callable and the argument) before the Keras constructor sees it."""
+    _assert_skipped(layer1_on, name, "not executed: the worker refused `")
+
+
+@pytest.mark.parametrize("name", FORGERY_NAMES)
+def test_error_text_never_decides_or_writes_a_verdict(layer1_on, name):
+    """The snippet's own text in an exception neither appears in the report nor makes a finding
+    confirmed: a conflict is confirmed only by the probe's own build of the clip options."""
     _assert_contained(layer1_on, name)
     for verification in _verdicts(layer1_on, name):
-        assert verification["verdict"] == "skipped", verification
-        assert verification["evidence"].startswith("not executed: it uses "), verification
+        if verification["verdict"] == "confirmed":
+            assert "(your call's clip options alone) raises ValueError (message quoted from Keras: " \
+                in verification["evidence"], verification
+        else:
+            assert verification["verdict"] == "inconclusive", verification
 
 
-@pytest.mark.parametrize("name", NAMES)
+def test_refused_values_leave_global_configuration_unchanged(layer1_on, layer1_off):
+    """The files after the attacks (benign.py sorts after attack_*.py) get the same verdicts with
+    layer 1 on and with it off (where the attacks ran and the worker reset Keras' state after each)."""
+    def benign(run):
+        return [(r["code"], r["line"], r["verification"]["verdict"], r["verification"]["evidence"])
+                for r in run["records"] if Path(r["path"]).name == "benign.py"]
+    assert benign(layer1_on) == benign(layer1_off)
+    assert {verdict for _, _, verdict, _ in benign(layer1_on)} == {"confirmed"}
+
+
+@pytest.mark.parametrize("name", NAMES + VALUE_NAMES + FORGERY_NAMES)
 def test_layer_2_alone_contains_the_attack(layer1_off, name):
     _assert_contained(layer1_off, name)
     for verification in _verdicts(layer1_off, name):  # the snippet really ran as written
@@ -268,7 +390,7 @@ def test_layer_2_alone_contains_the_attack(layer1_off, name):
 
 def test_attacks_cover_every_class_and_number_thirty_or_more():
     assert len(ATTACKS) >= 30
-    assert {cls for _, cls, *_ in ATTACKS} == {1, 2, 3, 4, 5, 6}
+    assert {cls for _, cls, *_ in ATTACKS + VALUE_ATTACKS + MESSAGE_FORGERY} == {1, 2, 3, 4, 5, 6, 7, 8}
 
 
 def test_attacks_do_not_change_the_verdicts_of_ordinary_findings(layer1_on, run_cli, tmp_path):

@@ -1,6 +1,7 @@
 """The verifier against real TensorFlow (tensorflow-cpu), never a mock of it."""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -70,7 +71,8 @@ def test_cl001_constructor_raises_in_keras3_or_drops_clipvalue_in_tf_keras(verif
     v = verified[("CL001", 3)]
     assert v["verdict"] == "confirmed"
     if v["flavour"] == "Keras 3":
-        expected = "raises ValueError: Only one of `clipnorm`, `clipvalue` and `global_clipnorm` can be set"
+        expected = ("raises ValueError (message quoted from Keras: \"Only one of `clipnorm`, `clipvalue` and "
+                    "`global_clipnorm` can be set")
         assert expected in v["evidence"]
     else:
         assert "`clipvalue` silently had no effect" in v["evidence"]
@@ -396,3 +398,80 @@ def test_worker_reports_its_lock_down_layers():
     assert set(session.layers) == set(sandbox.LAYERS)
     if sys.platform == "linux":
         assert session.layers["rlimits"] == "active" and session.layers["no_new_privs"] == "active"
+
+
+# CPU burners through allowlisted ops: a matmul loop and a pure-Python sum, each distinct (no twin).
+BURNERS = (
+    "lp{n} = tf.math.log(tf.nn.softmax(logits, axis=sum(float(tf.reduce_sum(tf.matmul(tf.ones([400, 400]), "
+    "tf.ones([400, 400])))) for _ in range(10 ** 9 + {n})) * 0 - 1))\n",
+    "lp{n} = tf.math.log(tf.nn.softmax(logits, axis=sum(range(10 ** 12 + {n})) * 0 - 1))\n",
+)
+CHEAP = "opt = tf.keras.optimizers.Adam(learning_rate=1e-3, clipnorm=1.0, clipvalue=0.5)\n"
+
+
+def _burners(count: int) -> str:
+    return "import tensorflow as tf\n\n" + "".join(BURNERS[n % 2].format(n=n) for n in range(count)) + CHEAP
+
+
+def _verified_by_file(run_cli, tmp_path, *flags) -> dict:
+    (tmp_path / "other.py").write_text("import tensorflow as tf\n\n" + CHEAP)
+    records = json.loads(run_cli("--verify", "--no-cache", "--output-format", "json", *flags, ".").stdout)
+    found: dict = {}
+    for record in records:
+        found.setdefault(record["path"], []).append((record["code"], record["verification"]))
+    return found
+
+
+def test_cpu_burners_are_cut_per_finding_and_later_findings_are_still_verified(tmp_path, run_cli):
+    (tmp_path / "burners.py").write_text(_burners(3))
+    found = _verified_by_file(run_cli, tmp_path, "--verify-cpu", "2")
+    burners = [v for code, v in found["burners.py"] if code == "CL004"]
+    assert len(burners) == 3
+    for verification in burners:
+        assert verification["verdict"] == "inconclusive", verification
+        assert verification["evidence"].startswith("the probe used more than 2 s of CPU (--verify-cpu)"), verification
+    assert [v["verdict"] for code, v in found["burners.py"] if code == "CL001"] == ["confirmed"]
+    assert [v["verdict"] for _, v in found["other.py"]] == ["confirmed"]
+
+
+def test_a_file_budget_spent_leaves_only_that_file_unverified(tmp_path, run_cli):
+    (tmp_path / "burners.py").write_text(_burners(2))
+    found = _verified_by_file(run_cli, tmp_path, "--verify-cpu", "2", "--verify-file-budget", "3")
+    evidence = [v["evidence"] for _, v in found["burners.py"]]
+    assert evidence[0].startswith("the probe used more than 2 s of CPU"), evidence
+    spent = "the file's verify budget is spent (3 s of CPU, --verify-file-budget)"
+    assert evidence[1:] == [spent, spent], evidence
+    assert [v["verdict"] for _, v in found["other.py"]] == ["confirmed"]
+
+
+def test_a_5000_term_expression_is_skipped_with_a_reason():
+    """Deeper than Python's parser takes (the linter itself gates such lines before any rule runs,
+    so the finding's snippet is put in by hand): skipped in the parent with a reason, never a
+    RecursionError that leaves no report."""
+    finding = _finding("import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)\n")
+    terms = " + ".join(["1"] * 5000)
+    call = {**finding.probe["call"], "code": f"tf.keras.optimizers.Adam(learning_rate=({terms}) * 1e-7, clipnorm=1.0)"}
+    deep = replace(finding, probe={**finding.probe, "call": call})
+    verification = verify_findings([deep], timeout=60)[0].verification
+    assert verification["verdict"] == "skipped"
+    assert verification["evidence"].startswith("not executed: it uses an expression nested too deeply"), verification
+
+
+def test_an_expression_deeper_than_the_rebuild_is_skipped_through_the_command(tmp_path, run_cli):
+    """300 terms: within what the linter parses, deeper than layer 1 rebuilds."""
+    terms = " + ".join(["1"] * 300)
+    (tmp_path / "deep.py").write_text("import tensorflow as tf\n\n"
+                                      f"lp = tf.math.log(tf.nn.softmax(logits, axis={terms} - 301))\n")
+    records = json.loads(run_cli("--verify", "--no-cache", "--output-format", "json", "deep.py").stdout)
+    assert [(r["code"], r["verification"]["verdict"]) for r in records] == [("CL004", "skipped")]
+    assert re.search(r"nested 3\d\d levels deep \(the verifier rebuilds at most 100\)",
+                     records[0]["verification"]["evidence"]), records
+
+
+def test_no_path_into_keras_deserialisation_is_allowlisted():
+    """Layer 1 names no (de)serialising function and lets no snippet read one as an attribute."""
+    from cliplint.verify.allowlist import ATTRIBUTES, SYMBOLS
+
+    deserialising = {"get", "deserialize", "serialize", "from_config", "get_config", "load_model", "model_from_json"}
+    assert not [s for s in SYMBOLS if s.rsplit(".", 1)[-1] in deserialising]
+    assert not ATTRIBUTES & deserialising

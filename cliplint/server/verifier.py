@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from dataclasses import replace
 from typing import Callable, List, Optional
 
@@ -33,7 +32,7 @@ class Verifier:
         with self.running:
             # The session (and TensorFlow) outlives a request; the time budget is per request, as
             # for one `cliplint check --verify` run.
-            self._session().deadline = time.monotonic() + DEFAULT_BUDGET
+            self._session().restart_budget(DEFAULT_BUDGET)
             verified = []
             for done, finding in enumerate(findings):
                 if self.closed:  # shutting down: the rest stay unverified

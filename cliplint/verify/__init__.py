@@ -3,8 +3,10 @@
 The linter never imports TensorFlow. Each snippet is first rebuilt by layer 1 (`rebuild`: only
 allowlisted symbols survive, else the finding is `skipped`), then run by one worker subprocess per
 cliplint run that has locked itself down (layer 2, `sandbox`). Answers come back authenticated
-(`worker.sign`). A probe has a time limit, the whole run a budget; a worker that crashes, hangs or
-sends an answer that fails authentication is killed with its process group and replaced.
+(`worker.sign`). Each finding may use so much of the worker's CPU time (`cpu`), each file so much in
+all (`file_budget`); a wall-clock limit per probe (`timeout`) and for the whole run (`budget`) are the
+backstop. A worker that overruns, crashes, hangs or sends an answer that fails authentication is
+killed with its process group and replaced.
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ from .verdicts import VerdictCache, expected_versions
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine
 DEFAULT_BUDGET = 600.0
+DEFAULT_CPU = 20.0  # CPU seconds of the worker per finding (all its threads)
+DEFAULT_FILE_BUDGET = 120.0  # CPU seconds of the worker per file
+CPU_POLL = 0.2  # seconds between two readings of the worker's CPU time while it runs a probe
 FOLDER_PREFIX = "cliplint-verify-"
 MEMORY_LIMIT = 4 * 1024 ** 3
 MAX_TEXT = 2000
@@ -75,6 +80,21 @@ def refusal(missing: LockDownIncomplete) -> str:
             "pass --verify-unsandboxed to run the snippets anyway (see SECURITY.md)")
 
 
+class CpuSpent(Exception):
+    """The worker used more CPU time on one probe than it was allowed."""
+
+
+def cpu_seconds(pid: int) -> Optional[float]:
+    """The CPU time (user + system, all threads, and reaped children) a process has used, read
+    from /proc/<pid>/stat; None where there is no /proc (then only the wall-clock limits hold)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return sum(int(field) for field in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
+
+
 class Worker:
     """One verifier subprocess in its own process group, and the authenticated line protocol."""
 
@@ -85,6 +105,7 @@ class Worker:
         when a lock-down layer is unavailable (else `LockDownIncomplete`)."""
         self.key = os.urandom(32)
         self.sent = 0
+        self.used = 0.0  # CPU seconds the last probe took
         self.log = open(os.path.join(folder, "worker.log" if legacy is None else f"worker-{legacy}.log"), "wb")
         key_read, key_write = os.pipe()
         memory = int(os.environ.get("CLIPLINT_VERIFY_MEMORY", str(MEMORY_LIMIT)))
@@ -112,20 +133,30 @@ class Worker:
             self.close()
             raise
 
-    def ask(self, probe: dict, timeout: float) -> dict:
+    def ask(self, probe: dict, timeout: float, cpu: float = float("inf")) -> dict:
+        """The answer to one probe within `timeout` wall-clock seconds and `cpu` seconds of the
+        worker's CPU time (TimeoutError, CpuSpent); `self.used`: the CPU time it took."""
         self.sent += 1
+        start = cpu_seconds(self.process.pid)
         self.process.stdin.write(json.dumps({"id": self.sent, "probe": probe}).encode() + b"\n")
         self.process.stdin.flush()
-        return self._read(timeout, self.sent)["answer"]
+        try:
+            return self._read(timeout, self.sent, start, cpu)["answer"]
+        finally:
+            now = cpu_seconds(self.process.pid)
+            self.used = now - start if start is not None and now is not None else 0.0
 
-    def _read(self, timeout: float, expected: int) -> dict:
+    def _read(self, timeout: float, expected: int, start: Optional[float] = None, cpu: float = float("inf")) -> dict:
         deadline = time.monotonic() + timeout
         fd = self.process.stdout.fileno()
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], remaining)
+            ready, _, _ = select.select([fd], [], [], min(remaining, CPU_POLL) if start is not None else remaining)
+            now = cpu_seconds(self.process.pid) if start is not None else None
+            if now is not None and now - start > cpu:
+                raise CpuSpent
             if ready:
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -220,11 +251,15 @@ class Session:
     second worker running the other flavour, under the same lock-down, and both are reported."""
 
     def __init__(self, timeout: float, budget: float = DEFAULT_BUDGET, cache_folder: Optional[str] = None,
-                 unsandboxed: bool = False) -> None:
+                 cpu: float = DEFAULT_CPU, file_budget: float = DEFAULT_FILE_BUDGET, unsandboxed: bool = False) -> None:
         """`unsandboxed`: the user's --verify-unsandboxed (run snippets even when a lock-down layer is
         unavailable); without it such a run executes nothing and every verdict says why."""
         self.timeout = timeout
         self.deadline = time.monotonic() + budget
+        self.cpu = cpu
+        self.file_budget = file_budget
+        self.file_used: Dict[str, float] = {}  # CPU seconds the worker spent on each file's findings
+        self.allowed = cpu  # CPU seconds the finding being verified may still use
         remove_stale_folders()
         self.folder = tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-")
         self.worker: Optional[Worker] = None
@@ -242,6 +277,12 @@ class Session:
         self.cache = None if cache_folder is None or self.unchecked else VerdictCache(cache_folder)
         self.cache_hits = 0
 
+    def restart_budget(self, budget: float = DEFAULT_BUDGET) -> None:
+        """A new run of a long-lived session (the language server's per request): the whole run's
+        wall-clock budget and every file's CPU budget start again."""
+        self.deadline = time.monotonic() + budget
+        self.file_used.clear()
+
     def verify(self, finding: Finding) -> dict:
         if finding.probe is None:
             return self._verdict("skipped", f"no probe for {finding.code}: nothing to execute")
@@ -256,7 +297,11 @@ class Session:
             self.cache_hits += 1
             self.answers[key] = cached
             return cached
-        answer = self._run(prepared)
+        used = self.file_used.setdefault(finding.path, 0.0)
+        if used >= self.file_budget:
+            return self._verdict("inconclusive", self._file_spent())
+        self.allowed = min(self.cpu, self.file_budget - used)
+        answer = self._run(prepared, finding.path)
         if not self.failed:  # a worker that died may not be this probe's fault: a twin runs again
             self.answers[key] = answer
             if self.cache and answer.pop("ran", False):
@@ -264,22 +309,28 @@ class Session:
         answer.pop("ran", None)
         return answer
 
-    def _run(self, probe: dict) -> dict:
-        answer = self._ask(probe, other=False)
+    def _file_spent(self) -> str:
+        return f"the file's verify budget is spent ({self.file_budget:g} s of CPU, --verify-file-budget)"
+
+    def _run(self, probe: dict, path: str) -> dict:
+        answer = self._ask(probe, path, other=False)
         if not answer.pop("other_flavour", False) or not other_flavour_installed():
             return answer
-        second = self._ask(probe, other=True)
+        second = self._ask(probe, path, other=True)
         second.pop("other_flavour", None)
         return both_flavours(answer, second)
 
-    def _ask(self, probe: dict, other: bool) -> dict:
-        """One worker's verdict on the probe; `ran` marks a verdict the worker reached (cacheable)."""
+    def _ask(self, probe: dict, path: str, other: bool) -> dict:
+        """One worker's verdict on the probe; `ran` marks a verdict the worker reached (cacheable).
+        The CPU time it takes is charged to the finding's file."""
         self.failed = False
         if self.refused is not None:
             return self._verdict("skipped", refusal(self.refused))
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             return self._verdict("inconclusive", "verify budget spent")
+        if self.allowed <= 0:
+            return self._verdict("inconclusive", self._file_spent())
         try:
             worker = self._other_worker(remaining) if other else self._worker(remaining)
         except LockDownIncomplete as err:
@@ -293,20 +344,36 @@ class Session:
             return self._verdict("inconclusive", f"TensorFlow could not be started: {err}")
         limit = min(self.timeout, self.deadline - time.monotonic())
         try:
-            answer = worker.ask(probe, limit)
+            answer = worker.ask(probe, limit, self.allowed)
+        except CpuSpent:
+            by_file = self.allowed < self.cpu  # the file's budget, not the finding's, was the limit
+            self._charge(path, worker)
+            self._discard(other)
+            if by_file:  # not the probe's own verdict: a twin in another file runs again
+                self.failed = True
+                return self._verdict("inconclusive", self._file_spent())
+            return self._verdict("inconclusive", f"the probe used more than {self.cpu:g} s of CPU (--verify-cpu); "
+                                                 "the worker was stopped and a new one takes the rest")
         except TimeoutError:
+            self._charge(path, worker)
             self._discard(other)
             if limit < self.timeout:
                 return self._verdict("inconclusive", "verify budget spent")
             return self._verdict("inconclusive", f"the probe did not finish within {self.timeout:g} s; "
                                                  "the worker was stopped and a new one takes the rest")
         except (WorkerFailed, OSError, ValueError) as err:
+            self._charge(path, worker)
             self._discard(other)
             self.failed = True
             return self._verdict("inconclusive", f"{err}; a new worker takes the rest")
+        self._charge(path, worker)
         return {**self._verdict(printable(answer["verdict"]), printable(answer["evidence"])),
                 "assumptions": [printable(a) for a in [*probe.get("notes", []), *answer.get("assumptions", [])]],
                 "other_flavour": bool(answer.get("other_flavour")), "ran": True}
+
+    def _charge(self, path: str, worker: Worker) -> None:
+        self.file_used[path] = self.file_used.get(path, 0.0) + worker.used
+        self.allowed -= worker.used
 
     def _spent(self) -> bool:
         return time.monotonic() >= self.deadline
@@ -372,11 +439,12 @@ def warn_missing_layers(layers: dict, refused: bool = False) -> None:
 
 
 def verify_findings(findings: List[Finding], timeout: float = 30.0, budget: float = DEFAULT_BUDGET,
-                    cache_folder: Optional[str] = None, progress: bool = False,
-                    unsandboxed: bool = False) -> List[Finding]:
-    """Each finding with its verdict. `progress`: a status line on stderr (verified / total, elapsed);
-    `unsandboxed`: see `Session`."""
-    session = Session(timeout, budget, cache_folder, unsandboxed)
+                    cache_folder: Optional[str] = None, progress: bool = False, cpu: float = DEFAULT_CPU,
+                    file_budget: float = DEFAULT_FILE_BUDGET, unsandboxed: bool = False) -> List[Finding]:
+    """Each finding with its verdict. `progress`: a status line on stderr (verified / total, elapsed).
+    `cpu`, `file_budget`: CPU seconds of the worker per finding and per file; `timeout`, `budget`:
+    wall-clock seconds per probe and for the whole run; `unsandboxed`: see `Session`."""
+    session = Session(timeout, budget, cache_folder, cpu, file_budget, unsandboxed)
     shown = Progress(len(findings)) if progress else None
     verified = []
     if shown:

@@ -12,7 +12,10 @@ a new tree is built node by node:
 - builtins: only `BUILTINS`; strings: only `STRINGS`; `name=` keywords dropped;
 - statements: assignments, expressions, `for`, `if`, `pass`, `break`, `continue`;
 - anything else (lambdas, f-strings, walrus, other attributes, other builtins, imports, names or
-  attributes starting with `_`, ...) refuses the snippet: the finding is `skipped`, naming it.
+  attributes starting with `_`, a tree deeper than `MAX_DEPTH`, ...) refuses the snippet: the
+  finding is `skipped`, naming it.
+
+Names only: the values a snippet builds at run time are checked in the worker (`probes.guard`).
 
 What the worker receives is `ast.unparse` of the new tree: exactly what was checked.
 """
@@ -40,6 +43,10 @@ from .allowlist import (
 
 SYMBOL_PREFIX, STAND_IN_PREFIX = "_L_", "_S_"
 MAX_SHOWN = 60
+# The deepest syntax tree layer 1 rebuilds. The rebuild, `ast.unparse` and the worker's `compile`
+# all recurse once or more per level: a 5,000-term sum would exhaust Python's stack in the parent.
+# Checked iteratively before any of them runs; real training code stays far below it.
+MAX_DEPTH = 100
 
 
 class Refused(Exception):
@@ -243,11 +250,27 @@ def rebuild(snippet: dict) -> dict:
         tree = ast.parse(textwrap.dedent(snippet["code"]).strip())
     except (SyntaxError, ValueError):
         raise Refused("a snippet that is not a complete statement on its own") from None
+    except (RecursionError, MemoryError):
+        raise Refused(f"an expression nested too deeply for Python's parser (the verifier rebuilds at most "
+                      f"{MAX_DEPTH} levels)") from None
+    depth = tree_depth(tree)
+    if depth > MAX_DEPTH:
+        raise Refused(f"an expression nested {depth} levels deep (the verifier rebuilds at most {MAX_DEPTH})")
     rebuilder = Rebuilder(snippet.get("imports", {}), _bound_names(tree))
     tree = ast.fix_missing_locations(rebuilder.visit(tree))
     return {"code": ast.unparse(tree), "symbols": rebuilder.symbols, "written": rebuilder.written,
             "stand_ins": rebuilder.stand_ins,
             "constants": constants(snippet.get("constants", {})), "notes": rebuilder.notes}
+
+
+def tree_depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree, measured with an explicit stack (no recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def constants(found: dict) -> dict:

@@ -9,7 +9,9 @@ installed TensorFlow does and reports that, never what a rule's message expected
 
 `common` holds what every probe shares; the probes are grouped by what they replay: `optimizers`
 (CL001, CL002, CL009, config files), `gradients` (CL003, CL005, CL006, CL007) and `numerics`
-(CL004, CL008, CL010). This module dispatches a payload to its probe.
+(CL004, CL008, CL010). This module dispatches a payload to its probe, and after each probe
+resets Keras' global state (`common.reset_state`). `guard` checks the values a snippet passes to
+allowlisted callables.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import tensorflow as tf
 
 from ...findings import ProbeKind
 from . import common
-from .common import FLAVOUR, MissingSymbol, Refusal, first_line, kind_of, verdict, versions
+from .common import FLAVOUR, MissingSymbol, Refusal, kind_of, reset_state, verdict, versions
 from .gradients import probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
 from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
 from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
@@ -63,10 +65,12 @@ def run(probe: dict) -> dict:
         return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
     try:
         return handler(probe)
-    except MissingSymbol as err:
+    except MissingSymbol as err:  # raised by the worker itself, with a message it composed
         return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
-                                       f"{first_line(err)}", other_flavour="keras" in str(err))
+                                       f"AttributeError: {err}", other_flavour=err.keras)
     except Refusal as err:
         return verdict("skipped", f"not executed: {err}")
     except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
         return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")
+    finally:
+        reset_state()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import inspect
 import re
 import textwrap
 from typing import Dict, List, Optional
@@ -18,6 +19,7 @@ import tensorflow as tf
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
 from ..rebuild import SYMBOL_PREFIX, check_worker_code
+from .guard import REGISTRY, Refusal, guard
 
 KERAS = tf.keras
 LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
@@ -74,12 +76,14 @@ class StandIn:
         return PLACEHOLDER
 
 
-class Refusal(Exception):
-    """The worker's own re-check of layer 1 refused a snippet (its message is composed here)."""
-
-
 class MissingSymbol(AttributeError):
-    """An allowlisted symbol this installation does not have (`tf.add_check_numerics_ops` in TF 2)."""
+    """An allowlisted symbol this installation does not have (`tf.add_check_numerics_ops` in TF 2).
+    Its message is composed by the worker from the allowlist entry; `keras`: a Keras symbol (the
+    other Keras flavour may have it)."""
+
+    def __init__(self, message: str, keras: bool) -> None:
+        super().__init__(message)
+        self.keras = keras
 
 
 def resolve(qualified: str):
@@ -96,7 +100,7 @@ def _lookup(name: str):
     obj = {"tensorflow": tf, "keras": KERAS, "numpy": np}[root]
     for part in filter(None, rest.split(".")):
         if not hasattr(obj, part):
-            raise MissingSymbol(f"module '{getattr(obj, '__name__', root)}' has no attribute '{part}'")
+            raise MissingSymbol(f"module '{getattr(obj, '__name__', root)}' has no attribute '{part}'", root == "keras")
         obj = getattr(obj, part)
     return obj
 
@@ -131,6 +135,42 @@ def dense(inputs, units, activation=None, use_bias=True, **_ignored):
 SHIMS = {"cliplint.shims.placeholder": placeholder, "cliplint.shims.dense": dense}
 
 
+# --- the worker's global state between probes ----------------------------------------------
+
+def _provided_kinds() -> tuple:
+    """The kinds of objects the probes provide to snippets (their models, optimizers, losses,
+    variables, symbolic inputs, stand-ins): a snippet may pass these to an allowlisted call."""
+    legacy = getattr(KERAS.optimizers, "legacy", None)
+    optimizers = (KERAS.optimizers.Optimizer, *([legacy.Optimizer] if hasattr(legacy, "Optimizer") else []))
+    variable = (KERAS.Variable,) if isinstance(getattr(KERAS, "Variable", None), type) else ()
+    return (StandIn, KERAS.layers.Layer, KERAS.losses.Loss, type(KERAS.Input(shape=(1,))), *optimizers, *variable)
+
+
+def _global_state() -> dict:
+    return {"floatx": KERAS.backend.floatx(), "epsilon": KERAS.backend.epsilon(),
+            "image_data_format": KERAS.backend.image_data_format(),
+            "policy": KERAS.mixed_precision.global_policy().name}
+
+
+REGISTRY.kinds = _provided_kinds()
+INITIAL_STATE = _global_state()
+# Keras 3's clear_session runs the garbage collector (about 0.2 s a probe) unless told not to; the
+# worker's memory is bounded by its rlimit and its process's life, not by collection.
+_WITHOUT_GC = {"free_memory": False} if "free_memory" in inspect.signature(KERAS.backend.clear_session).parameters \
+    else {}
+
+
+def reset_state() -> None:
+    """After every probe: Keras' global state as the worker started (a snippet that reached it,
+    which layer 1 should make impossible, changes no later finding), and the registry emptied."""
+    REGISTRY.clear()
+    KERAS.backend.clear_session(**_WITHOUT_GC)
+    KERAS.backend.set_floatx(INITIAL_STATE["floatx"])
+    KERAS.backend.set_epsilon(INITIAL_STATE["epsilon"])
+    KERAS.backend.set_image_data_format(INITIAL_STATE["image_data_format"])
+    KERAS.mixed_precision.set_global_policy(INITIAL_STATE["policy"])
+
+
 def tree_of(code: str) -> ast.Module:
     return ast.parse(textwrap.dedent(code).strip())
 
@@ -150,7 +190,7 @@ def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None
     ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
           STAND_INS: (snippet.get("stand_ins", {}), assumptions)}
     for name, qualified in snippet.get("symbols", {}).items():
-        ns[name] = resolve(qualified)
+        ns[name] = resolve(qualified) if UNCHECKED else guard(resolve(qualified), qualified)
     for name in snippet.get("stand_ins", {}):
         ns[name] = PLACEHOLDER
     if UNCHECKED:  # layer 1 off: the file's own imports, as written
@@ -242,11 +282,22 @@ def shown(values) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in np.asarray(values, dtype="float64").reshape(-1)) + "]"
 
 
-def first_line(err: BaseException) -> str:
-    """The exception's type and message: only for the exception a probe predicts (raised by
-    TensorFlow/Keras on the user's own values); any other exception is named by its type alone."""
+def quoted(err: BaseException) -> str:
+    """An exception as evidence: its type, which the probe judges by, then its message, marked as
+    quoted (it can echo the snippet's own values, so no verdict is ever read from it), without
+    control characters and with no `"` that could end the quotation early."""
     text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", " ".join(str(err).split()))
-    return f"{kind_of(err)}: {text[:300]}"
+    text = "".join(c if c.isprintable() else " " for c in text).replace('"', "'")[:300]
+    return f'{kind_of(err)} (message quoted from {_source(err)}: "{text}")'
+
+
+def _source(err: BaseException) -> str:
+    """Who raised it: the module of the innermost frame of its traceback."""
+    frame = err.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    module = (frame.tb_frame.f_globals.get("__name__", "") if frame else "").split(".")[0]
+    return {"tensorflow": "TensorFlow", "keras": "Keras", "tf_keras": "Keras"}.get(module, "Python")
 
 
 def kind_of(err: BaseException) -> str:

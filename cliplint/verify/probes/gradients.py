@@ -16,9 +16,10 @@ from .common import (
     bound_values,
     evaluate,
     execute,
-    first_line,
     flat,
+    kind_of,
     namespace,
+    quoted,
     spread_gradients,
     tree_of,
     verdict,
@@ -99,13 +100,27 @@ def probe_per_tensor(probe: dict) -> dict:
 def probe_none_unsafe(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
                    "as for a frozen or unused layer"]
-    grads = [tf.ones([2, 2]), None, tf.ones([3])]
     variables = [tf.Variable(tf.zeros([2, 2])), tf.Variable(tf.zeros([4])), tf.Variable(tf.zeros([3]))]
     try:
-        _replay_loop(probe, probe["loop"], grads, variables, assumptions)
+        _replay_loop(probe, probe["loop"], [tf.ones([2, 2]), None, tf.ones([3])], variables, assumptions)
     except (ValueError, TypeError) as err:
-        return verdict("confirmed", f"{TF}: with one None gradient your code raises {first_line(err)}", assumptions)
+        failure = _raises(lambda: _replay_loop(probe, probe["loop"], [tf.ones(v.shape) for v in variables],
+                                               variables, []))
+        if failure is not None:  # the None is not the cause: the exception's type is all the probe judges by
+            return verdict("inconclusive", f"{TF}: your code raises {kind_of(failure)} even when every gradient "
+                                           "is a tensor", assumptions)
+        return verdict("confirmed", f"{TF}: with one None gradient your code raises {quoted(err)}; with every "
+                                    "gradient a tensor it runs", assumptions)
     return verdict("not-reproduced", f"{TF}: your code handled a None gradient without an error", assumptions)
+
+
+def _raises(run):
+    """The exception `run()` raises, or None."""
+    try:
+        run()
+    except Exception as err:  # any type: the control run must raise nothing at all
+        return err
+    return None
 
 
 def probe_misaligned(probe: dict) -> dict:
@@ -141,21 +156,36 @@ def probe_not_unpacked(probe: dict) -> dict:
     variables = [tf.Variable(tf.zeros([2])), tf.Variable(tf.zeros([3]))]
     bound: Dict[str, object] = {}
     bind_expression(probe.get("gradients"), grads, bound, assumptions, variables)
-    use = probe["use"]
     try:
-        if probe.get("statement"):
-            ns = namespace(probe["statement"], bound, assumptions, variables)
-            execute(probe["statement"]["code"], ns)
-            bound.update(bound_values(ns))
-        result = execute(use["code"], namespace(use, bound, assumptions, variables))
-        if isinstance(result, (zip, map)) or (result is not None and hasattr(result, "__iter__")
-                                               and not isinstance(result, (tf.Tensor, tf.Variable))):
-            pairs = list(result)
-            KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients(pairs)
+        _use_pair(probe, bound, variables, assumptions)
     except (ValueError, TypeError, tf.errors.OpError) as err:
-        return verdict("confirmed", f"{TF}, {FLAVOUR}: using the pair as the gradient list raises "
-                                    f"{first_line(err)}", assumptions)
+        failure = _raises(lambda: _use_pair(probe, bound, variables, [], unpacked=True)) \
+            if probe.get("statement") else None
+        if failure is not None:  # the pair is not the cause: judged by the type alone
+            return verdict("inconclusive", f"{TF}, {FLAVOUR}: your code raises {kind_of(failure)} even with the "
+                                           "pair unpacked", assumptions)
+        return verdict("confirmed", f"{TF}, {FLAVOUR}: using the pair as the gradient list raises {quoted(err)}"
+                                    + ("; with the pair unpacked it runs" if probe.get("statement") else ""),
+                       assumptions)
     return verdict("not-reproduced", f"{TF}, {FLAVOUR}: the code ran without an error", assumptions)
+
+
+def _use_pair(probe: dict, given: dict, variables, assumptions: List[str], unpacked: bool = False) -> None:
+    """The flagged statement, then the use of its result; `unpacked`: the statement's target is then
+    rebound to the clipped list alone (the fix), the probe's control run."""
+    bound = dict(given)
+    use = probe["use"]
+    if probe.get("statement"):
+        ns = namespace(probe["statement"], bound, assumptions, variables)
+        execute(probe["statement"]["code"], ns)
+        bound.update(bound_values(ns))
+        target = tree_of(probe["statement"]["code"]).body[0]
+        if unpacked and isinstance(target, ast.Assign) and isinstance(target.targets[0], ast.Name):
+            bound[target.targets[0].id] = list(bound[target.targets[0].id][0])
+    result = execute(use["code"], namespace(use, bound, assumptions, variables))
+    if isinstance(result, (zip, map)) or (result is not None and hasattr(result, "__iter__")
+                                           and not isinstance(result, (tf.Tensor, tf.Variable))):
+        KERAS.optimizers.SGD(learning_rate=1.0).apply_gradients(list(result))
 
 
 # --- CL007 ----------------------------------------------------------------------------------

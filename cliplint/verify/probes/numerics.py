@@ -14,17 +14,19 @@ from .common import (
     KERAS,
     PLACEHOLDER,
     TF,
+    MissingSymbol,
     as_written,
     dense,
     evaluate,
     execute,
-    first_line,
     free_names,
     namespace,
+    quoted,
     shown,
     tree_of,
     verdict,
 )
+from .guard import admit, unwrapped
 
 # --- CL004 ----------------------------------------------------------------------------------
 
@@ -78,7 +80,7 @@ def _probabilities(probe: dict, logits, assumptions: List[str]):
 
 def _layer_activation(function, call: ast.Call, ns: dict):
     """The activation a layer call ends in, or None when `function` is the activation itself."""
-    if function is dense:
+    if unwrapped(function) is dense:
         given = next((kw.value for kw in call.keywords if kw.arg == "activation"),
                      call.args[2] if len(call.args) > 2 else None)
         activation = evaluate(given, ns) if given is not None else None
@@ -86,7 +88,9 @@ def _layer_activation(function, call: ast.Call, ns: dict):
         activation = getattr(function, "activation", None)
     else:
         return None
-    return KERAS.activations.get(activation) if activation is not None else KERAS.activations.linear
+    if activation is None:
+        return KERAS.activations.linear
+    return KERAS.activations.get(admit(activation, "keras.activations.get", "the layer's `activation=`"))
 
 
 def _roles(tree: ast.AST, unknown: List[str]):
@@ -181,21 +185,23 @@ def probe_log_softmax(probe: dict) -> dict:
 # --- CL008 ----------------------------------------------------------------------------------
 
 def probe_numerics(probe: dict) -> dict:
+    """The removed numerics check, called by the probe itself without arguments (it takes none):
+    judged by the exception's type, never by what the user's arguments could make it say."""
     call = probe["call"]
     function_code = ast.unparse(tree_of(call["code"]).body[0].value.func)
     try:
-        execute(call["code"], namespace(call, {}, []))
-    except AttributeError as err:
-        return verdict("confirmed", f"{TF} raises {first_line(err)}")
+        check = execute(function_code, namespace({**call, "code": function_code}, {}, []))
+    except MissingSymbol as err:  # the worker's own message: the symbol is not in this TensorFlow
+        return verdict("confirmed", f"{TF} raises AttributeError: {err}")
+    try:
+        check()
     except RuntimeError as err:
-        traced = _checks_nothing_in_function(call, function_code)
-        return verdict("confirmed", f"{TF} raises {first_line(err)} in eager mode{traced}")
+        traced = _checks_nothing_in_function(check)
+        return verdict("confirmed", f"{TF} raises {quoted(err)} in eager mode{traced}")
     return verdict("not-reproduced", f"{TF}: the call ran without an error")
 
 
-def _checks_nothing_in_function(call: dict, function_code: str) -> str:
-    check = execute(function_code, namespace({**call, "code": function_code}, {}, []))
-
+def _checks_nothing_in_function(check) -> str:
     @tf.function
     def step(x):
         check()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -20,14 +20,15 @@ from .common import (
     StandIn,
     evaluate,
     execute,
-    first_line,
     free_names,
     kind_of,
     namespace,
+    quoted,
     shown,
     tree_of,
     verdict,
 )
+from .guard import unwrapped
 
 # --- CL001 ----------------------------------------------------------------------------------
 
@@ -79,16 +80,47 @@ def describe_options(optimizer, built: str) -> dict:
 
 def _build_optimizer(probe: dict, assumptions: List[str]):
     """The optimizer the user's call builds, or the verdict when building it raises."""
+    ns = namespace(probe["call"], {}, assumptions)
     try:
-        return execute(probe["call"]["code"], namespace(probe["call"], {}, assumptions))
+        return execute(probe["call"]["code"], ns)
     except ValueError as err:
-        if any(option in str(err) for option in CLIP_OPTIONS):
-            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions, other_flavour=True)
+        conflict = clip_options_raise(probe["call"], ns)
+        if conflict:
+            return verdict("confirmed", f"{FLAVOUR}: {conflict}", assumptions, other_flavour=True)
         return verdict("inconclusive", f"{FLAVOUR} raises an unrelated {kind_of(err)}", assumptions,
                        other_flavour=True)
     except ImportError as err:
         return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer ({kind_of(err)})", assumptions,
                        other_flavour=True)
+
+
+def clip_options_raise(call: dict, ns: dict) -> Optional[str]:
+    """When the user's call raised: whether its clip options alone make its optimizer class raise,
+    judged by the probe's own build of `Class(clipnorm=.., ...)` from the numbers the call gives
+    (never by the text of the user's exception, which can echo any value of the snippet). The
+    evidence, or None."""
+    tree = tree_of(call["code"]).body[0].value
+    if not isinstance(tree, ast.Call):
+        return None
+    cls = unwrapped(evaluate(tree.func, ns))
+    options = {kw.arg: evaluate(kw.value, ns) for kw in tree.keywords if kw.arg in CLIP_OPTIONS}
+    if not isinstance(cls, type) or not options or not all(_number(v) for v in options.values()):
+        return None
+    return _raised_by(cls, {k: float(v) for k, v in options.items()}, "your call's clip options alone")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+
+
+def _raised_by(cls: type, options: Dict[str, float], described: str) -> Optional[str]:
+    """The probe's own build of `cls(**options)`: what it raises (a ValueError), or None."""
+    built = f"{cls.__name__}({', '.join(f'{k}={v:g}' for k, v in options.items())})"
+    try:
+        cls(**options)
+    except ValueError as err:
+        return f"{built} ({described}) raises {quoted(err)}"
+    return None
 
 
 def probe_construct(probe: dict) -> dict:
@@ -106,6 +138,8 @@ def probe_late_attribute(probe: dict) -> dict:
     if isinstance(optimizer, dict):
         return optimizer
     value = execute(probe["value"]["code"], namespace(probe["value"], {}, assumptions))
+    if not _number(value):
+        return verdict("inconclusive", f"the value assigned to `.{probe['attribute']}` is not a number", assumptions)
     setattr(optimizer, probe["attribute"], value)
     result = describe_options(optimizer, f"accepts `.{probe['attribute']} = {value:g}` after construction")
     return verdict(result["verdict"], result["evidence"], assumptions)
@@ -209,10 +243,14 @@ def probe_threshold(probe: dict) -> dict:
     call = probe["call"]
     assumptions: List[str] = []
     if probe["kind"] == ProbeKind.OPTIMIZER:
+        ns = namespace(call, {}, assumptions)
         try:
-            optimizer = execute(call["code"], namespace(call, {}, assumptions))
+            optimizer = execute(call["code"], ns)
         except ValueError as err:
-            return verdict("confirmed", f"{FLAVOUR} raises {first_line(err)}", assumptions)
+            conflict = clip_options_raise(call, ns)
+            if conflict:
+                return verdict("confirmed", f"{FLAVOUR}: {conflict}", assumptions)
+            return verdict("inconclusive", f"{FLAVOUR} raises an unrelated {kind_of(err)}", assumptions)
         except ImportError as err:
             return verdict("inconclusive", f"{FLAVOUR} cannot build this optimizer ({kind_of(err)})",
                            assumptions, other_flavour=True)
@@ -286,10 +324,10 @@ def probe_config(probe: dict) -> dict:
     try:
         optimizer = cls(**options)
     except ValueError as err:
-        if probe["rule"] == "CL001" and any(option in str(err) for option in CLIP_OPTIONS):
-            return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
-        if probe["rule"] == "CL009":
-            return verdict("confirmed", f"{FLAVOUR}: {built} raises {first_line(err)}", assumptions)
+        clip = {k: float(v) for k, v in options.items() if k in CLIP_OPTIONS and _number(v)}
+        conflict = _raised_by(cls, clip, "the clip options alone") if clip else None
+        if conflict:
+            return verdict("confirmed", f"{FLAVOUR}: {conflict}", assumptions)
         return verdict("inconclusive", f"{FLAVOUR}: {built} raises an unrelated {kind_of(err)}", assumptions)
     if probe["rule"] == "CL001":
         result = describe_options(optimizer, f"builds {built}")
