@@ -145,11 +145,12 @@ class CallSummaries:
 
     def not_taken(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
         """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with
-        `activation=False` passed, `if not is_training:` with `is_training=True`)."""
+        `activation=False` passed, `if not is_training:` with `is_training=True`, and the same for
+        `a if is_training else b`)."""
         for anc in self.ctx.ancestors(node):
             if anc is function:
                 return False
-            if isinstance(anc, cst.If):
+            if isinstance(anc, (cst.If, cst.IfExp)) and not self.ctx.encloses(anc.test, node):
                 test, negated = anc.test, False
                 if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
                     test, negated = test.expression, True

@@ -117,8 +117,10 @@ class Probabilities:
         return None
 
     def _named(self, expr, seen, padded) -> Optional[Source]:
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output
-            return self._model(expr.value, seen, padded)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "output":  # model.output, or an attribute
+            found = self._model(expr.value, seen, padded)                   # named `output`
+            if found is not None:
+                return found
         binding = self.flow.binding_of(expr) if isinstance(expr, cst.Name) else None
         if binding is not None and binding.kind == "iter":  # `for p in heads`, zip(gates, heads), map(f, heads)
             iterable = iterated(binding)
@@ -218,8 +220,9 @@ class Probabilities:
             kind = activation_of(self.flow, func)
             if kind:
                 return Source(kind, call, padded)
-        if isinstance(func, (cst.Name, cst.Attribute, cst.Call)) and name is None:
-            kind = activation_kind(self.flow, func)  # self.activation(x) with activation=tf.nn.softmax
+        if isinstance(func, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and name is None:
+            # self.activation(x) with activation=tf.nn.softmax; self.acts[i](x), `for act in acts`
+            kind = activation_kind(self.flow, func) or layer_kind(self.flow, func)
             if kind:
                 return Source(kind, call, padded)
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ARRAY_READS:
@@ -346,6 +349,28 @@ class Probabilities:
         calls = [self.ctx.parent[self.ctx.parent[use]] for use in added]
         calls = [c for c in calls if isinstance(c, cst.Call) and c.args]
         return calls[-1].args[0].value if calls else None
+
+
+def layer_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    """'softmax'/'sigmoid' when `value` is a layer built with that activation, reached through
+    the carriers and the elements of lists of layers (`self.acts = [Activation(a) for ...]`,
+    `self.acts[i]`, `for act in self.acts`)."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(value, cst.Call):
+        return activation_of(flow, value)
+    if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+        return layer_kind(flow, value.elt, depth + 1)
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return next(filter(None, (layer_kind(flow, e.value, depth + 1) for e in value.elements)), None)
+    if isinstance(value, cst.Subscript):
+        element = element_at(flow, value)
+        return layer_kind(flow, element if element is not None else value.value, depth + 1)
+    binding = flow.binding_of(value) if isinstance(value, cst.Name) else None
+    iterable = iterated(binding) if binding is not None else None
+    if iterable is not None:
+        return layer_kind(flow, iterable, depth + 1)
+    return next(filter(None, (layer_kind(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
 
 
 EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
