@@ -36,7 +36,10 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
 def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
     """Python source (a file, or a notebook's cells as one program): the ast gate, the reduced
     parse, then the rules."""
-    facts = facts_of(text)
+    from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
+
+    tree = _without_gc(cpython_tree, text)  # the ast gate's, and the nesting gate's (analysis.too_complex)
+    facts = _without_gc(Facts, tree) if tree is not None else None
     rules = gate(facts, rules)
     if not rules:
         return [], False
@@ -46,17 +49,21 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
         text, lines = facts.reduced(text, sorted(words))
     from .analysis import lint_module  # libcst is imported only when a file is parsed
 
-    return lint_module(path, text, rules, shown, lines)
+    return lint_module(path, text, rules, shown, lines, tree)
 
 
 def facts_of(text: str) -> Optional["Facts"]:
     """CPython-ast facts about `text` (None when CPython cannot parse it)."""
     from .facts import Facts  # CPython's ast: imported only when a file passes the prefilter
 
+    return _without_gc(Facts.of, text)
+
+
+def _without_gc(function, argument):
     collecting = gc.isenabled()
     gc.disable()  # an ast is ~10^4 acyclic nodes: the cycle collector would only slow it down
     try:
-        return Facts.of(text)
+        return function(argument)
     finally:
         if collecting:
             gc.enable()
