@@ -207,17 +207,22 @@ MAX_DEPTH = 1000  # libcst nodes nested in one another: see `nesting`
 # the first crash, and below 2 s at its worst (subscript chains). The rules' recursion (libcst's
 # code generation: about three frames a level) fits in RECURSION_LIMIT at that depth.
 RECURSION_LIMIT = 12 * MAX_DEPTH
+MAX_NODES = 500_000  # CPython's nodes (~3 a line of code); libcst: 0.4 GB and 5-20 s for a list of 100,000 numbers
+RISKY_DEPTH, RISKY_NODES = MAX_DEPTH // 4, MAX_NODES // 4  # real code: 20 levels deep (TensorFlow's own)
+MAX_UNPARSED_LINE = 100_000  # characters of a line, in a file CPython cannot parse
 _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def nesting(tree: ast.AST) -> Tuple[int, int]:
+def nesting(tree: ast.AST) -> Tuple[int, int, int]:
     """How deep libcst's tree of this CPython tree nests (one level a node, except a chain of
-    `and`/`or`, one level an operand: libcst's is binary), and the line of its deepest node.
-    Walked with an explicit stack: the tree may be deeper than Python's recursion limit."""
-    deepest, line = 0, 1
+    `and`/`or`, one level an operand: libcst's is binary), the line of its deepest node, and
+    how many nodes it has. Walked with an explicit stack: the tree may be deeper than Python's
+    recursion limit."""
+    deepest, line, nodes = 0, 1, 0
     stack: List[Tuple[ast.AST, int]] = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
+        nodes += 1
         depth += len(node.values) - 1 if type(node) is ast.BoolOp else 1
         if depth > deepest:
             deepest, line = depth, getattr(node, "lineno", line)
@@ -231,7 +236,7 @@ def nesting(tree: ast.AST) -> Tuple[int, int]:
                 stack.extend((item, depth) for item in value if isinstance(item, ast.AST))
             elif isinstance(value, ast.AST):
                 stack.append((value, depth))
-    return deepest, line
+    return deepest, line, nodes
 
 
 # Without CPython's tree (a syntax error, or deeper than CPython goes): every operator or
@@ -267,9 +272,11 @@ def lexical_nesting(text: str) -> Tuple[int, int]:
     return deepest, at
 
 
-def too_complex(text: str, tree: Optional[ast.AST] = None) -> Optional[Finding]:
-    """Input the CST parser cannot take safely, with where and why (None when it is fine).
-    `tree`: CPython's tree of `text` when the caller has it (else it is parsed here)."""
+def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding], bool]:
+    """Input the CST parser cannot take safely, with where and why (None when it is fine), and
+    whether it is risky all the same: within the limits, but nearer them than any code a person
+    writes (the caller then parses it in a child process). `tree`: CPython's tree of `text`
+    when the caller has it (else it is parsed here)."""
     depth, deepest, at = 0, 0, 0
     for match in _BRACKETS.finditer(text):
         depth += 1 if match.group() in "([{" else -1
@@ -277,17 +284,26 @@ def too_complex(text: str, tree: Optional[ast.AST] = None) -> Optional[Finding]:
             deepest, at = depth, match.start()
             if deepest > MAX_NESTING:
                 line = text.count("\n", 0, at) + 1
-                return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line)
+                return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
     tree = tree if tree is not None else cpython_tree(text)
-    levels, line = nesting(tree) if tree is not None else lexical_nesting(text)
+    if tree is None:
+        longest = max(split_lines(text) or [""], key=len)
+        if len(longest) > MAX_UNPARSED_LINE:  # libcst's error for a 10 MB line of commas: 20 s, 3 GB
+            line = text.count("\n", 0, text.index(longest)) + 1
+            return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "
+                                 f"long (limit {MAX_UNPARSED_LINE:,}); not parsed", line), True
+    levels, line, nodes = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
     if levels > MAX_DEPTH:
-        return bad_input("", f"nested too deeply to parse: {levels:,} levels at line {line}, limit {MAX_DEPTH:,}", line)
-    return None
+        return bad_input("", f"nested too deeply to parse: {levels:,} levels at line {line}, "
+                             f"limit {MAX_DEPTH:,}", line), True
+    if nodes > MAX_NODES:
+        return bad_input("", f"too large to parse: {nodes:,} syntax nodes, limit {MAX_NODES:,} (generated code?)"), True
+    return None, levels > RISKY_DEPTH or nodes > RISKY_NODES or deepest > RISKY_DEPTH // 10
 
 
-def parse(path: str, text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[cst.Module], Optional[Finding]]:
-    """libcst's tree of `text`, or why not. `tree`: CPython's, when the caller has it."""
-    refused = too_complex(text, tree)
+def parse(path: str, text: str, gated: bool = False) -> Tuple[Optional[cst.Module], Optional[Finding]]:
+    """libcst's tree of `text`, or why not. `gated`: the caller has `assess`ed the text already."""
+    refused = None if gated else assess(text)[0]
     if refused is not None:
         return None, bad_input(path, refused.message, refused.line)
     try:
@@ -340,15 +356,15 @@ def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
 
 
 def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None,
-                lines: Optional[List[int]] = None, tree: Optional[ast.AST] = None) -> Tuple[List[Finding], bool]:
+                lines: Optional[List[int]] = None, gated: bool = False) -> Tuple[List[Finding], bool]:
     """Findings for one Python source text; the bool is True when a rule crashed. `lines`: the
-    first line of each top-level statement, and `tree` CPython's tree of the text (or of a text
-    it was reduced from: nested as deep at least), when the caller has CPython's ast at hand."""
+    first line of each top-level statement, when the caller has CPython's ast at hand; `gated`:
+    the caller has `assess`ed the text (or one it was reduced from) already."""
     shown = display_path or path
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
     try:
-        module, failure = parse(shown, text, tree)
+        module, failure = parse(shown, text, gated)
         if failure:
             return [failure], False
         try:

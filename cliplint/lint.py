@@ -6,10 +6,11 @@ most files of a tree never pay for it.
 from __future__ import annotations
 
 import gc
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from .files import decode_python
-from .findings import Finding
+from .findings import Finding, bad_input
 
 if TYPE_CHECKING:
     from .facts import Facts
@@ -47,9 +48,51 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
         text, lines = facts.reduced(text, sorted(words))
-    from .analysis import lint_module  # libcst is imported only when a file is parsed
+    from .analysis import assess, lint_module  # libcst is imported only when a file is parsed
 
-    return lint_module(path, text, rules, shown, lines, tree)
+    refused, risky = assess(text, tree)  # the original text: nested as deep as the reduced one at least
+    if refused is not None:
+        return [replace(refused, path=shown)], False
+    if not risky:
+        return lint_module(path, text, rules, shown, lines, gated=True)
+    result, died = contained(lint_module, path, text, rules, shown, lines, True)
+    return (died_parsing(shown, died), False) if died else result
+
+
+def died_parsing(shown: str, how: str) -> List[Finding]:
+    return [bad_input(shown, f"could not be analysed: the parser crashed ({how})")]
+
+
+def contained(function: Callable, *args) -> Tuple[Any, Optional[str]]:
+    """`function(*args)` in a child process, and None; or None and how the child died (a native
+    crash of the parser is a signal, which would have killed this process)."""
+    import multiprocessing
+    import threading
+
+    # A fork is cheap, but a fork of a process with threads (an editor server) could deadlock.
+    forking = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if forking else "spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_send_result, args=(sender, function, args))
+    child.start()
+    sender.close()
+    try:
+        result = receiver.recv()
+    except EOFError:  # the child died before it could answer
+        result = None
+    finally:
+        receiver.close()
+        child.join()
+    if child.exitcode == 0:
+        return result, None
+    if child.exitcode < 0:
+        return None, f"signal {-child.exitcode}"
+    return None, f"exit status {child.exitcode}"
+
+
+def _send_result(sender, function: Callable, args: tuple) -> None:
+    sender.send(function(*args))
+    sender.close()
 
 
 def facts_of(text: str) -> Optional["Facts"]:
