@@ -286,18 +286,17 @@ def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding]
                 line = text.count("\n", 0, at) + 1
                 return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
     tree = tree if tree is not None else cpython_tree(text)
-    if tree is None:
-        longest = max(split_lines(text) or [""], key=len)
-        if len(longest) > MAX_UNPARSED_LINE:  # libcst's error for a 10 MB line of commas: 20 s, 3 GB
-            line = text.count("\n", 0, text.index(longest)) + 1
-            return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "
-                                 f"long (limit {MAX_UNPARSED_LINE:,}); not parsed", line), True
     levels, line, nodes = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
     if levels > MAX_DEPTH:
         return bad_input("", f"nested too deeply to parse: {levels:,} levels at line {line}, "
                              f"limit {MAX_DEPTH:,}", line), True
     if nodes > MAX_NODES:
         return bad_input("", f"too large to parse: {nodes:,} syntax nodes, limit {MAX_NODES:,} (generated code?)"), True
+    longest = max(split_lines(text) or [""], key=len) if tree is None else ""
+    if len(longest) > MAX_UNPARSED_LINE:  # libcst's error for a 10 MB line of commas: 20 s, 3 GB
+        line = text.count("\n", 0, text.index(longest)) + 1
+        return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "
+                             f"long (limit {MAX_UNPARSED_LINE:,}); not parsed", line), True
     return None, levels > RISKY_DEPTH or nodes > RISKY_NODES or deepest > RISKY_DEPTH // 10
 
 

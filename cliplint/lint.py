@@ -40,7 +40,7 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
 
     tree = _without_gc(cpython_tree, text)  # the ast gate's, and the nesting gate's (analysis.too_complex)
-    facts = _without_gc(Facts, tree) if tree is not None else None
+    facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
     rules = gate(facts, rules)
     if not rules:
         return [], False
@@ -115,4 +115,9 @@ def _without_gc(function, argument):
 def gate(facts: Optional["Facts"], rules: Sequence) -> Sequence:
     """The rules that could fire, judged from the facts (all of them when CPython could not
     parse the text: the CST parser then reports why)."""
-    return rules if facts is None else [rule for rule in rules if rule.could_fire(facts)]
+    if facts is None:
+        return rules
+    try:
+        return [rule for rule in rules if rule.could_fire(facts)]
+    except RecursionError:  # a rule's question recursed through a deep tree: the nesting gate decides
+        return rules
