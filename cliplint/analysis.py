@@ -381,11 +381,17 @@ def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> T
     return [finding for finding, _ in located] + crashed, bool(crashed)
 
 
-def deep_enough() -> None:
-    """Let Python recurse as deep as a tree the gate lets through needs (libcst's code
-    generation and visitors recurse); never lowered: other threads may be as deep."""
-    if sys.getrecursionlimit() < RECURSION_LIMIT:
-        sys.setrecursionlimit(RECURSION_LIMIT)
+@contextmanager
+def deeper() -> Iterator[None]:
+    """Python recursing as deep as a tree the gate lets through needs (libcst's code generation
+    and visitors recurse), for the rules only: CPython's own parser goes deeper, and crashes,
+    with a higher limit, so the limit is put back for it (and for the next file)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None,
@@ -394,7 +400,13 @@ def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = Non
     """Every rule on one parsed module: (finding, the rule's report) for each finding that is not
     suppressed, and a CL000 finding for each rule that crashed. The fixer needs the reports.
     `positions` places the findings (by default `Positions` over `lines`)."""
-    deep_enough()
+    with deeper():
+        return _reports(ctx, rules, lines, positions)
+
+
+def _reports(ctx: "Context", rules: Sequence, lines: Optional[List[int]],
+             positions: Optional[Callable[["Context"], "Positions"]]
+             ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
     reports: List[Tuple[object, Report]] = []
     crashed: List[Finding] = []
     for rule in rules:
