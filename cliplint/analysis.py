@@ -277,14 +277,9 @@ def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding]
     whether it is risky all the same: within the limits, but nearer them than any code a person
     writes (the caller then parses it in a child process). `tree`: CPython's tree of `text`
     when the caller has it (else it is parsed here)."""
-    depth, deepest, at = 0, 0, 0
-    for match in _BRACKETS.finditer(text):
-        depth += 1 if match.group() in "([{" else -1
-        if depth > deepest:
-            deepest, at = depth, match.start()
-            if deepest > MAX_NESTING:
-                line = text.count("\n", 0, at) + 1
-                return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
+    brackets, line = _brackets(text)
+    if brackets > MAX_NESTING:
+        return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
     tree = tree if tree is not None else cpython_tree(text)
     levels, line, nodes = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
     if levels > MAX_DEPTH:
@@ -297,7 +292,19 @@ def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding]
         line = text.count("\n", 0, text.index(longest)) + 1
         return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "
                              f"long (limit {MAX_UNPARSED_LINE:,}); not parsed", line), True
-    return None, levels > RISKY_DEPTH or nodes > RISKY_NODES or deepest > RISKY_DEPTH // 10
+    return None, levels > RISKY_DEPTH or nodes > RISKY_NODES or brackets > RISKY_DEPTH // 10
+
+
+def _brackets(text: str) -> Tuple[int, int]:
+    """How deep brackets nest in `text` (counted up to MAX_NESTING + 1), and the line where."""
+    depth = deepest = at = 0
+    for match in _BRACKETS.finditer(text):
+        depth += 1 if match.group() in "([{" else -1
+        if depth > deepest:
+            deepest, at = depth, match.start()
+            if deepest > MAX_NESTING:
+                break
+    return deepest, text.count("\n", 0, at) + 1
 
 
 def parse(path: str, text: str, gated: bool = False) -> Tuple[Optional[cst.Module], Optional[Finding]]:
