@@ -137,14 +137,17 @@ def _map(function, targets: List[Target], jobs: int) -> List:
     chunks = [targets[start:start + size] for start in range(0, len(targets), size)]
     results: List = []
     # Ctrl-C reaches the whole process group: the workers leave it to this process, whose
-    # KeyboardInterrupt leaves the `with`, which shuts them down (no traceback from each one).
-    with ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
+    # KeyboardInterrupt cancels the chunks not started (no traceback from each worker).
+    pool = ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    try:
         futures = [pool.submit(_each, function, chunk) for chunk in chunks]
         for chunk, future in zip(chunks, futures):
             try:
                 results.extend(future.result())
             except BrokenProcessPool:
                 results.extend(None for _ in chunk)
+    finally:
+        pool.shutdown(cancel_futures=True)
     return [result if result is not None else _alone(function, target) for target, result in zip(targets, results)]
 
 
