@@ -10,6 +10,7 @@ import ast
 import bisect
 import gc
 import re
+import sys
 from contextlib import contextmanager
 from itertools import accumulate
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
@@ -17,7 +18,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Ty
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
-from .facts import split_lines
+from .facts import cpython_tree, split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
 from .flow.nodes import children, first_numbered
@@ -197,35 +198,118 @@ class Context:
 
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
-_STRINGS = re.compile(r"\"[^\"\\\n]*(?:\\.[^\"\\\n]*)*\"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'")
-_OPERATORS = re.compile(r"[-+*/%&|^~.(@<>]")
 MAX_NESTING = 100  # brackets; CPython itself stops at 200
-LONG_LINE = 5000
-MAX_OPERATORS_PER_LINE = 2000
-# libcst's native parser recurses without a limit: past a few thousand nested brackets or
-# chained operators it takes minutes or crashes the process. Such input is refused up front.
+MAX_DEPTH = 1000  # libcst nodes nested in one another: see `nesting`
+# libcst's native parser recurses without a limit, and its time grows with the square of the
+# nesting. bench/fuzz_parser.py measures where it dies (main thread, 8 MB stack, libcst 1.9):
+# 3,400 nested lambdas, 4,000-8,000 `and`s, 8,000-16,000 `elif`s (SIGSEGV); unary operators,
+# sums, attribute and subscript chains take 3-15 s at 4,000 levels. MAX_DEPTH stays 3x below
+# the first crash, and below 2 s at its worst (subscript chains). The rules' recursion (libcst's
+# code generation: about three frames a level) fits in RECURSION_LIMIT at that depth.
+RECURSION_LIMIT = 12 * MAX_DEPTH
+MAX_NODES = 500_000  # CPython's nodes (~3 a line of code); libcst: 0.4 GB and 5-20 s for a list of 100,000 numbers
+RISKY_DEPTH, RISKY_NODES = MAX_DEPTH // 4, MAX_NODES // 4  # real code: 20 levels deep (TensorFlow's own)
+MAX_UNPARSED_LINE = 100_000  # characters of a line, in a file CPython cannot parse
+_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
-def too_complex(text: str) -> Optional[Finding]:
-    """Input the CST parser cannot take safely, with where and why (None when it is fine)."""
-    depth, deepest, at = 0, 0, 0
+def nesting(tree: ast.AST) -> Tuple[int, int, int]:
+    """How deep libcst's tree of this CPython tree nests (one level a node, except a chain of
+    `and`/`or`, one level an operand: libcst's is binary), the line of its deepest node, and
+    how many nodes it has. Walked with an explicit stack: the tree may be deeper than Python's
+    recursion limit."""
+    deepest, line, nodes = 0, 1, 0
+    stack: List[Tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        depth += len(node.values) - 1 if type(node) is ast.BoolOp else 1
+        if depth > deepest:
+            deepest, line = depth, getattr(node, "lineno", line)
+        kind = type(node)
+        fields = _CHILD_FIELDS.get(kind)
+        if fields is None:
+            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+        for field in fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                stack.extend((item, depth) for item in value if isinstance(item, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append((value, depth))
+    return deepest, line, nodes
+
+
+# Without CPython's tree (a syntax error, or deeper than CPython goes): every operator or
+# keyword of one logical line may nest, and so may each `elif` of the file.
+_LEXICAL = re.compile(r"""(?P<skip>[rRbBuUfF]{0,2}(?:'{3}(?:[^'\\]|\\.|'(?!''))*'{3}|"{3}(?:[^"\\]|\\.|"(?!""))*"{3}"""
+                      r"""|'[^'\\\n]*(?:\\.[^'\\\n]*)*'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")|\#[^\n]*|\\\r?\n)"""
+                      r"|(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<end>\n)|(?P<elif>\belif\b)"
+                      r"|(?P<nests>[-+*/%&|^~.@<>=:]|\b(?:not|lambda|await|if|else|and|or|in|is|for|yield)\b)")
+
+
+def lexical_nesting(text: str) -> Tuple[int, int]:
+    """An upper bound of `nesting` from the tokens alone, and the line where it is reached."""
+    deepest, at, count, elifs, depth, line = 0, 1, 0, 0, 0, 1
+    for match in _LEXICAL.finditer(text):
+        kind = match.lastgroup
+        if kind == "end":
+            line += 1
+            if depth == 0:
+                count = 0
+            continue
+        if kind == "skip":
+            line += match.group().count("\n")
+            continue
+        if kind == "open":
+            depth += 1
+        elif kind == "close":
+            depth = max(depth - 1, 0)
+        elif kind == "elif":
+            elifs += 1
+        count += 1
+        if max(count, elifs) > deepest:
+            deepest, at = max(count, elifs), line
+    return deepest, at
+
+
+def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding], bool]:
+    """Input the CST parser cannot take safely, with where and why (None when it is fine), and
+    whether it is risky all the same: within the limits, but nearer them than any code a person
+    writes (the caller then parses it in a child process). `tree`: CPython's tree of `text`
+    when the caller has it (else it is parsed here)."""
+    brackets, line = _brackets(text)
+    if brackets > MAX_NESTING:
+        return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
+    tree = tree if tree is not None else cpython_tree(text)
+    levels, line, nodes = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
+    if levels > MAX_DEPTH:
+        return bad_input("", f"nested too deeply to parse: {levels:,} levels at line {line}, "
+                             f"limit {MAX_DEPTH:,}", line), True
+    if nodes > MAX_NODES:
+        return bad_input("", f"too large to parse: {nodes:,} syntax nodes, limit {MAX_NODES:,} (generated code?)"), True
+    longest = max(split_lines(text) or [""], key=len) if tree is None else ""
+    if len(longest) > MAX_UNPARSED_LINE:  # libcst's error for a 10 MB line of commas: 20 s, 3 GB
+        line = text.count("\n", 0, text.index(longest)) + 1
+        return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "
+                             f"long (limit {MAX_UNPARSED_LINE:,}); not parsed", line), True
+    return None, levels > RISKY_DEPTH or nodes > RISKY_NODES or brackets > RISKY_DEPTH // 10
+
+
+def _brackets(text: str) -> Tuple[int, int]:
+    """How deep brackets nest in `text` (counted up to MAX_NESTING + 1), and the line where."""
+    depth = deepest = at = 0
     for match in _BRACKETS.finditer(text):
         depth += 1 if match.group() in "([{" else -1
         if depth > deepest:
             deepest, at = depth, match.start()
             if deepest > MAX_NESTING:
-                line = text.count("\n", 0, at) + 1
-                return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line)
-    if len(text) > LONG_LINE:
-        for number, line in enumerate(text.split("\n"), 1):
-            if len(line) > LONG_LINE and len(_OPERATORS.findall(_STRINGS.sub('""', line))) > MAX_OPERATORS_PER_LINE:
-                return bad_input("", f"line {number} chains more than {MAX_OPERATORS_PER_LINE:,} operators; "
-                                     "not parsed (generated code?)", number)
-    return None
+                break
+    return deepest, text.count("\n", 0, at) + 1
 
 
-def parse(path: str, text: str) -> Tuple[Optional[cst.Module], Optional[Finding]]:
-    refused = too_complex(text)
+def parse(path: str, text: str, gated: bool = False) -> Tuple[Optional[cst.Module], Optional[Finding]]:
+    """libcst's tree of `text`, or why not. `gated`: the caller has `assess`ed the text already."""
+    refused = None if gated else assess(text)[0]
     if refused is not None:
         return None, bad_input(path, refused.message, refused.line)
     try:
@@ -278,21 +362,22 @@ def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
 
 
 def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None,
-                lines: Optional[List[int]] = None) -> Tuple[List[Finding], bool]:
+                lines: Optional[List[int]] = None, gated: bool = False) -> Tuple[List[Finding], bool]:
     """Findings for one Python source text; the bool is True when a rule crashed. `lines`: the
-    first line of each top-level statement, when the caller has CPython's ast at hand."""
+    first line of each top-level statement, when the caller has CPython's ast at hand; `gated`:
+    the caller has `assess`ed the text (or one it was reduced from) already."""
     shown = display_path or path
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
     try:
-        module, failure = parse(shown, text)
+        module, failure = parse(shown, text, gated)
         if failure:
             return [failure], False
         try:
             ctx = Context(shown, text, module)
+            return _run_rules(ctx, rules, lines)
         except RecursionError:
             return [bad_input(shown, "file is nested too deeply to analyse")], False
-        return _run_rules(ctx, rules, lines)
     finally:
         if collecting:
             gc.enable()
@@ -303,17 +388,39 @@ def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> T
     return [finding for finding, _ in located] + crashed, bool(crashed)
 
 
+@contextmanager
+def deeper() -> Iterator[None]:
+    """Python recursing as deep as a tree the gate lets through needs (libcst's code generation
+    and visitors recurse), for the rules only: CPython's own parser goes deeper, and crashes,
+    with a higher limit, so the limit is put back for it (and for the next file)."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None,
                positions: Optional[Callable[["Context"], "Positions"]] = None
                ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
     """Every rule on one parsed module: (finding, the rule's report) for each finding that is not
     suppressed, and a CL000 finding for each rule that crashed. The fixer needs the reports.
     `positions` places the findings (by default `Positions` over `lines`)."""
+    with deeper():
+        return _reports(ctx, rules, lines, positions)
+
+
+def _reports(ctx: "Context", rules: Sequence, lines: Optional[List[int]],
+             positions: Optional[Callable[["Context"], "Positions"]]
+             ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
     reports: List[Tuple[object, Report]] = []
     crashed: List[Finding] = []
     for rule in rules:
         try:
             reports.extend((rule, r) for r in rule.check(ctx))
+        except RecursionError:  # deeper than RECURSION_LIMIT allows: the input's fault, not the rule's
+            crashed.append(bad_input(ctx.path, f"rule {rule.code} ({rule.name}) skipped: expression nested too deeply"))
         except Exception as err:  # one broken rule must not erase the others' findings
             crashed.append(bad_input(
                 ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))

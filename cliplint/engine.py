@@ -133,16 +133,43 @@ def _usable_cache(folder: Optional[str]) -> Tuple[Optional[str], List[str]]:
 
 
 def _map(function, targets: List[Target], jobs: int) -> List:
+    """`function` (lint_target) of each target, in a pool of `jobs` processes for many files.
+    A worker the parser crashes (a signal) takes its pool down: the files it had not finished
+    are linted again, each in a process of its own, and the one that dies gets a CL000."""
     # A pool costs ~0.1 s to start: only worth it for many files.
     if jobs <= 1 or len(targets) < 2 * PARALLEL_MIN_FILES:
         return [function(t) for t in targets]
-    from multiprocessing import Pool
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    chunk = max(1, len(targets) // (jobs * 8))
+    size = max(1, len(targets) // (jobs * 8))
+    chunks = [targets[start:start + size] for start in range(0, len(targets), size)]
+    results: List = []
     # Ctrl-C reaches the whole process group: the workers leave it to this process, whose
-    # KeyboardInterrupt leaves the `with`, which terminates them (no traceback from each one).
-    with Pool(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN)) as pool:
-        return pool.map(function, targets, chunksize=chunk)
+    # KeyboardInterrupt cancels the chunks not started (no traceback from each worker).
+    pool = ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    try:
+        futures = [pool.submit(_each, function, chunk) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            try:
+                results.extend(future.result())
+            except BrokenProcessPool:
+                results.extend(None for _ in chunk)
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return [result if result is not None else _alone(function, target) for target, result in zip(targets, results)]
+
+
+def _each(function, targets: List[Target]) -> List:
+    return [function(target) for target in targets]
+
+
+def _alone(function, target: Target) -> Tuple[List[Finding], bool]:
+    """`function(target)` in a process of its own: CL000 when the process dies."""
+    from .lint import contained, died_parsing
+
+    result, died = contained(function, target)
+    return (died_parsing(target.display, died), False) if died else result
 
 
 PARALLEL_MIN_FILES = 16

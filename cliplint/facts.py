@@ -93,10 +93,8 @@ class Facts:
 
     @staticmethod
     def of(text: str) -> Optional["Facts"]:
-        try:
-            return Facts(ast.parse(text))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return None  # let the real parser report it
+        tree = cpython_tree(text)
+        return Facts(tree) if tree is not None else None  # else let the real parser report it
 
     # --- collection (one call per node of interest) ---------------------------------------
 
@@ -401,6 +399,14 @@ def walk(root: ast.AST) -> Iterator[ast.AST]:
                 todo.extend(value)
             elif isinstance(value, ast.AST):
                 todo.append(value)
+
+
+def cpython_tree(text: str) -> Optional[ast.Module]:
+    """CPython's tree of `text`, or None where CPython cannot build one (too deep for it too)."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
 
 
 def statement_lines(tree: ast.Module) -> List[int]:

@@ -6,10 +6,11 @@ most files of a tree never pay for it.
 from __future__ import annotations
 
 import gc
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from .files import decode_python
-from .findings import Finding
+from .findings import Finding, bad_input
 
 if TYPE_CHECKING:
     from .facts import Facts
@@ -36,7 +37,10 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
 def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
     """Python source (a file, or a notebook's cells as one program): the ast gate, the reduced
     parse, then the rules."""
-    facts = facts_of(text)
+    from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
+
+    tree = _without_gc(cpython_tree, text)  # the ast gate's, and the nesting gate's (analysis.too_complex)
+    facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
     rules = gate(facts, rules)
     if not rules:
         return [], False
@@ -44,19 +48,65 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
         text, lines = facts.reduced(text, sorted(words))
-    from .analysis import lint_module  # libcst is imported only when a file is parsed
+    from .analysis import assess, lint_module  # libcst is imported only when a file is parsed
 
-    return lint_module(path, text, rules, shown, lines)
+    refused, risky = assess(text, tree)  # the original text: nested as deep as the reduced one at least
+    if refused is not None:
+        return [replace(refused, path=shown)], False
+    if not risky:
+        return lint_module(path, text, rules, shown, lines, gated=True)
+    result, died = contained(lint_module, path, text, rules, shown, lines, True)
+    return (died_parsing(shown, died), False) if died else result
+
+
+def died_parsing(shown: str, how: str) -> List[Finding]:
+    return [bad_input(shown, f"could not be analysed: the parser crashed ({how})")]
+
+
+def contained(function: Callable, *args) -> Tuple[Any, Optional[str]]:
+    """`function(*args)` in a child process, and None; or None and how the child died (a native
+    crash of the parser is a signal, which would have killed this process)."""
+    import multiprocessing
+    import threading
+
+    # A fork is cheap, but a fork of a process with threads (an editor server) could deadlock.
+    forking = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if forking else "spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_send_result, args=(sender, function, args))
+    child.start()
+    sender.close()
+    try:
+        result = receiver.recv()
+    except EOFError:  # the child died before it could answer
+        result = None
+    finally:
+        receiver.close()
+        child.join()
+    if child.exitcode == 0:
+        return result, None
+    if child.exitcode < 0:
+        return None, f"signal {-child.exitcode}"
+    return None, f"exit status {child.exitcode}"
+
+
+def _send_result(sender, function: Callable, args: tuple) -> None:
+    sender.send(function(*args))
+    sender.close()
 
 
 def facts_of(text: str) -> Optional["Facts"]:
     """CPython-ast facts about `text` (None when CPython cannot parse it)."""
     from .facts import Facts  # CPython's ast: imported only when a file passes the prefilter
 
+    return _without_gc(Facts.of, text)
+
+
+def _without_gc(function, argument):
     collecting = gc.isenabled()
     gc.disable()  # an ast is ~10^4 acyclic nodes: the cycle collector would only slow it down
     try:
-        return Facts.of(text)
+        return function(argument)
     finally:
         if collecting:
             gc.enable()
@@ -65,4 +115,9 @@ def facts_of(text: str) -> Optional["Facts"]:
 def gate(facts: Optional["Facts"], rules: Sequence) -> Sequence:
     """The rules that could fire, judged from the facts (all of them when CPython could not
     parse the text: the CST parser then reports why)."""
-    return rules if facts is None else [rule for rule in rules if rule.could_fire(facts)]
+    if facts is None:
+        return rules
+    try:
+        return [rule for rule in rules if rule.could_fire(facts)]
+    except RecursionError:  # a rule's question recursed through a deep tree: the nesting gate decides
+        return rules

@@ -165,8 +165,10 @@ UNREADABLE = [
     ("python2.py", "import tensorflow as tf\nprint 'clipnorm'\n", "syntax error"),
     ("deep.py", "import tensorflow as tf  # clipnorm\nx = " + "(" * 10_000 + "1" + ")" * 10_000 + "\n",
      "nested more than 100 levels"),
-    ("chain.py", "import tensorflow as tf  # clipnorm\nx = a" + ".b" * 10_000 + "\n", "chains more than"),
-    ("unary.py", "import tensorflow as tf  # clipnorm\nx = " + "-" * 30_000 + "1\n", "chains more than"),
+    ("chain.py", "import tensorflow as tf  # clipnorm\nx = a" + ".b" * 10_000 + "\n",
+     "nested too deeply to parse: 10,001 levels at line 2, limit 1,000"),
+    ("unary.py", "import tensorflow as tf  # clipnorm\nx = " + "-" * 30_000 + "1\n",
+     "nested too deeply to parse: 30,001 levels at line 2, limit 1,000"),
     ("deep_blocks.py", "import tensorflow as tf  # clipnorm\n" + "".join(" " * i + "if x:\n" for i in range(150))
      + " " * 150 + "pass\n", "syntax error"),
 ]

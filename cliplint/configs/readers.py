@@ -7,7 +7,7 @@ import io
 import json
 import re
 import zipfile
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import yaml
 
@@ -21,6 +21,12 @@ except ModuleNotFoundError:  # Python < 3.11
 MAX_MEMBER = 16 * 1024 * 1024  # bytes of config.json read from a .keras archive, at most
 STANDARD_TAG = "tag:yaml.org,2002:"
 SAFE_TAGS = {STANDARD_TAG + t for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "binary")}
+# libyaml's loader where PyYAML has it: 60 KB of nested `[` took 57 s in the pure-Python one.
+# Its nodes and events carry the same marks (line, column), which is all the readers use.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_DEPTH = 100  # collections nested in a config (real ones nest under 10); the readers recurse
+_FLOW = re.compile(r"[\[\]{}\n]")
+_BLOCK = re.compile(r"( *)((?:- +)*)(.?)")
 
 
 class Tree:
@@ -90,7 +96,7 @@ def _convert(node, positions):
 
 def _check_events(text: str, kind: str) -> None:
     """Refuse what cliplint does not follow: custom tags and anchors/aliases."""
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=LOADER):
         mark = event.start_mark
         tag = getattr(event, "tag", None)
         if tag and tag not in SAFE_TAGS and tag != "!":
@@ -103,12 +109,13 @@ def _check_events(text: str, kind: str) -> None:
 
 def read_yaml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
     text, failure = _decode(display, data)
+    failure = failure or _too_deep(display, text, "YAML", block=True)
     if failure:
         return None, failure
     try:
         _check_events(text, "YAML")
         positions: Dict = {}
-        documents = [_convert(node, positions) for node in yaml.compose_all(text, Loader=yaml.SafeLoader)]
+        documents = [_convert(node, positions) for node in yaml.compose_all(text, Loader=LOADER)]
     except _Problem as problem:
         return None, bad_input(display, f"unsupported YAML: {problem}", problem.line, problem.column)
     except yaml.MarkedYAMLError as err:
@@ -122,6 +129,7 @@ def read_yaml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Findi
 
 def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
     text, failure = _decode(display, data)
+    failure = failure or _too_deep(display, text, "JSON")
     if failure:
         return None, failure
 
@@ -140,7 +148,7 @@ def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Findi
         return None, bad_input(display, f"invalid JSON: {err}")
     try:  # JSON is YAML: the node graph gives every key's position
         positions: Dict = {}
-        return Tree(_convert(yaml.compose(text, Loader=yaml.SafeLoader), positions), positions), None
+        return Tree(_convert(yaml.compose(text, Loader=LOADER), positions), positions), None
     except (yaml.YAMLError, _Problem, RecursionError):
         return Tree(json.loads(text)), None
 
@@ -152,10 +160,13 @@ _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 def read_toml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
     text, failure = _decode(display, data)
+    failure = failure or _too_deep(display, text, "TOML")
     if failure:
         return None, failure
     try:
         return Tree(tomllib.loads(text), text=text), None
+    except RecursionError:  # not expected below MAX_DEPTH
+        return None, bad_input(display, "invalid TOML: nested too deeply")
     except tomllib.TOMLDecodeError as err:
         match = _TOML_POSITION.search(str(err))
         line, column = (int(match.group(1)), int(match.group(2))) if match else (1, 1)
@@ -213,6 +224,43 @@ def read_keras(display: str, source) -> Tuple[Optional[Tree], Optional[Finding]]
         return Tree(json.loads(raw.decode("utf-8"))), None
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
         return None, bad_input(display, f"the archive's config.json is not valid JSON: {err}")
+
+
+def _too_deep(display: str, text: str, kind: str, block: bool = False) -> Optional[Finding]:
+    """CL000 where `text` nests collections deeper than MAX_DEPTH, found without parsing it:
+    brackets and braces (flow collections, JSON, TOML arrays and inline tables) and, in YAML,
+    indentation and `- ` entries. It over-counts (a bracket in a string counts): a bound."""
+    depth, line = 0, 1
+    for match in _FLOW.finditer(text):
+        mark = match.group()
+        if mark == "\n":
+            line += 1
+        elif mark in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return _refused(display, kind, line)
+        else:
+            depth = max(depth - 1, 0)
+    return _too_deep_blocks(display, text) if block else None
+
+
+def _too_deep_blocks(display: str, text: str) -> Optional[Finding]:
+    """YAML's block collections: one level an indentation still open, one a `- ` before the value."""
+    indents: List[int] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        spaces, dashes, first = _BLOCK.match(line).groups()
+        if first in ("", "#"):
+            continue
+        while indents and indents[-1] >= len(spaces):
+            indents.pop()
+        indents.append(len(spaces))
+        if len(indents) + dashes.count("-") > MAX_DEPTH:
+            return _refused(display, "YAML", number)
+    return None
+
+
+def _refused(display: str, kind: str, line: int) -> Finding:
+    return bad_input(display, f"{kind} nested more than {MAX_DEPTH} levels deep; not audited", line)
 
 
 def _decode(display: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:

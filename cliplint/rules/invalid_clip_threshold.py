@@ -53,34 +53,37 @@ def _numeric_names(bindings: List[Tuple[str, ast.AST]]) -> Tuple[Set[str], Set[s
     return numeric, nonpositive
 
 
-def _numeric(node: ast.AST) -> bool:
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
-    if isinstance(node, ast.UnaryOp):
-        return _numeric(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _numeric(node.left) or _numeric(node.right)
-    return False
+def _operands(node: ast.AST) -> Iterator[ast.AST]:
+    """The operands of an arithmetic expression, through its unary and binary operators (walked
+    without recursion: a generated sum nests thousands deep)."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.UnaryOp):
+            todo.append(node.operand)
+        elif isinstance(node, ast.BinOp):
+            todo.extend((node.right, node.left))
+        else:
+            yield node
+
+
+def _is_number(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
 def _maybe_numeric(node: ast.AST, names: Set[str]) -> bool:
-    if isinstance(node, ast.Name):
-        return node.id in names
-    if isinstance(node, ast.UnaryOp):
-        return _maybe_numeric(node.operand, names)
-    if isinstance(node, ast.BinOp):
-        return _maybe_numeric(node.left, names) or _maybe_numeric(node.right, names)
-    return _numeric(node)
+    return any(_is_number(operand) or isinstance(operand, ast.Name) and operand.id in names
+               for operand in _operands(node))
 
 
 def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
+    while isinstance(node, ast.UnaryOp):
+        if isinstance(node.op, ast.USub):
+            return True
+        node = node.operand
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool) and node.value <= 0
-    if isinstance(node, ast.UnaryOp):
-        return isinstance(node.op, ast.USub) or _maybe_nonpositive(node.operand, names)
-    if isinstance(node, ast.BinOp):
-        return True
-    return isinstance(node, ast.Name) and node.id in names
+        return _is_number(node) and node.value <= 0
+    return isinstance(node, ast.BinOp) or isinstance(node, ast.Name) and node.id in names
 
 
 class InvalidClipThreshold(Rule):

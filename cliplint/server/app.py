@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -36,6 +37,7 @@ from .verifier import Verifier
 VERIFY_COMMAND = "cliplint.verify"
 DEFAULT_DEBOUNCE = 0.05  # seconds between two lints of one document: a burst of keystrokes coalesces
 DEFAULT_VERIFY_TIMEOUT = 30.0
+THREAD_STACK = 64 * 1024 * 1024
 SETTINGS_FILE = "pyproject.toml"
 
 
@@ -56,6 +58,10 @@ class CliplintServer(LanguageServer):
         super().__init__("cliplint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
                          notebook_document_sync=types.NotebookDocumentSyncOptions(
                              notebook_selector=[cells], save=True))
+        # libcst's native parser recurses on the linting thread: give the threads started from
+        # here a stack of a known size (a platform's default may be 128 KB), 25x what the deepest
+        # text the nesting gate lets through needs (analysis.MAX_DEPTH).
+        threading.stack_size(THREAD_STACK)
         self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-lint")
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
         self.settings = WorkspaceSettings()  # used by the lint thread only
