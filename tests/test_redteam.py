@@ -444,7 +444,6 @@ def test_layer_2_alone_keeps_the_metadata_of_a_file_outside(tmp_path_factory):
         _assert_contained(run, name)
         for verification in _verdicts(run, name):  # the snippet really ran as written, in a worker
             assert not verification["evidence"].startswith("not executed"), verification
-        assert "could not be started" not in verification["evidence"], verification  # it ran in a worker
             assert "could not be started" not in verification["evidence"], verification
     secret = run["root"] / "secrets" / f"secret-{FILE_SECRET}.txt"
     info = secret.stat()
