@@ -154,6 +154,10 @@ STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorf
                     "tensorflow.add_n", "tensorflow.math.add_n", "keras.ops.concatenate", "keras.layers.average"})
 # Keras layers that merge a list of tensors: probabilities when an input is one.
 MERGING_LAYERS = frozenset({"keras.layers.Concatenate", "keras.layers.Average", "keras.layers.Maximum"})
+# Changes of a tensor's shape or dtype that leave what it holds as it is (any model's value).
+SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.cast",
+                           "tensorflow.identity", "tensorflow.convert_to_tensor", "keras.ops.expand_dims",
+                           "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast"})
 # tf.while_loop under its spellings: its results are what the body returns.
 WHILE_LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
                          "tensorflow.python.ops.control_flow_ops.while_loop"})

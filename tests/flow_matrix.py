@@ -115,6 +115,11 @@ def _tuple_unpack(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"p{depth}, n{depth} = {value}, 3"], f"p{depth}"
 
 
+def _mapped_unpack(value: str, depth: int) -> Tuple[List[str], str]:
+    # several tensors reshaped alike by one comprehension, and unpacked again
+    return [f"p{depth}, v{depth} = [tf.expand_dims(x, 1) for x in [{value}, features]]"], f"p{depth}"
+
+
 def _static_method(value: str, depth: int) -> Tuple[List[str], str]:
     name = f"Ops{depth}"
     return [f"class {name}:", "    @staticmethod", "    def keep(p):", "        return p", ""], f"{name}.keep({value})"
@@ -204,6 +209,7 @@ CARRIERS = {
     "dict value": _dict_value,
     "append": _append,
     "tuple unpack": _tuple_unpack,
+    "mapped unpack": _mapped_unpack,
     "static method": _static_method,
     "lambda": _lambda,
     "branches": _branch,

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import MAPPERS, WHILE_LOOPS
+from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
 from .calls import CallSummaries
 from .constants import FlagDefaults
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, first_numbered, target_names
@@ -258,10 +258,25 @@ class Dataflow(CallSummaries, FlagDefaults):
             returned = self.returned(called)
             value = returned[-1] if returned else None
         for index in path:
+            if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+                value = self._mapped_literal(value)  # a, b = [tf.expand_dims(x, 1) for x in [a, b]]
             if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
                 return None
             value = value.elements[index].value
         return value
+
+    def _mapped_literal(self, comp: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The literal list a comprehension maps element by element, when what it makes of each
+        element is the element itself or a change of its shape or dtype (`[tf.expand_dims(x, 1)
+        for x in [probs, values]]` unpacks to probs, values)."""
+        loop = comp.for_in
+        if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name) \
+                or not isinstance(loop.iter, (cst.List, cst.Tuple)):
+            return None
+        element = comp.elt
+        if isinstance(element, cst.Call) and self.ctx.call_name(element) in SHAPE_CHANGES and element.args:
+            element = element.args[0].value
+        return loop.iter if isinstance(element, cst.Name) and element.value == loop.target.value else None
 
     def _loop_result(self, loop: cst.Call) -> Optional[cst.BaseExpression]:
         """The tuple a `tf.while_loop`'s body returns: its results, element by element (the loop
