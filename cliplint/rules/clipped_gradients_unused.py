@@ -99,11 +99,23 @@ def _clipped_but_original_kept(ctx: Context, call: cst.Call) -> Optional[Tuple[s
     clipped = assign.targets[0].target.value
     if clipped in ("_", original.value) or ctx.flow.uses_after(clipped, assign):
         return None
-    block = ctx.parent.get(ctx.parent.get(assign))
+    block = _iteration(ctx, assign)
     later = [use for use in ctx.flow.uses_after(original.value, assign)
              if ctx.encloses(block, use) and ctx.flow.binding_of(use) == ctx.flow.binding_of(original)
              and _appended(ctx, use)]
     return (clipped, original.value) if later else None
+
+
+def _iteration(ctx: Context, assign: cst.Assign) -> cst.CSTNode:
+    """Where a later `append(g)` still belongs to the same element: the body of the innermost loop
+    around the assignment (`if sparse: c_g = ... else: c_g = ...` then `clipped.append(g)`), else
+    the assignment's own block."""
+    for ancestor in ctx.ancestors(assign):
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return ancestor.body
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            break
+    return ctx.parent.get(ctx.parent.get(assign))
 
 
 def _appended(ctx: Context, use: cst.Name) -> bool:
@@ -184,6 +196,11 @@ class ClippedGradientsUnused(Rule):
         Invalid("import tensorflow as tf\ngrads = tf.gradients(loss, params)\n"
                 "clipped_grads = tf.clip_by_global_norm(grads, 5.0)[0]\n"
                 "train_op = opt.apply_gradients(zip(grads, params))\n", 4),
+        # the clip in one branch of the loop body, the unclipped gradient appended after the branch
+        Invalid("import tensorflow as tf\ngrads = tf.gradients(loss, params)\nclipped = []\nfor g in grads:\n"
+                "    if isinstance(g, tf.IndexedSlices):\n        c_g = tf.IndexedSlices(g.indices, g.values)\n"
+                "    else:\n        c_g = tf.clip_by_norm(g, 5.0)\n    clipped.append(g)\n"
+                "train_op = opt.apply_gradients(zip(clipped, params))\n", 8, "never used"),
         # no threshold written (TF raises TypeError there): still the unclipped list applied, and no crash
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped = [tf.clip_by_norm(g) for g in grads]\nopt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
