@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Ty
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
-from .facts import cpython_tree, split_lines
+from .facts import ast_children, cpython_tree, split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
 from .flow.nodes import children, first_numbered
@@ -210,9 +210,6 @@ RECURSION_LIMIT = 12 * MAX_DEPTH
 MAX_NODES = 500_000  # CPython's nodes (~3 a line of code); libcst: 0.4 GB and 5-20 s for a list of 100,000 numbers
 RISKY_DEPTH, RISKY_NODES = MAX_DEPTH // 4, MAX_NODES // 4  # real code: 20 levels deep (TensorFlow's own)
 MAX_UNPARSED_LINE = 100_000  # characters of a line, in a file CPython cannot parse
-_CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
-
-
 def nesting(tree: ast.AST) -> Tuple[int, int, int]:
     """How deep libcst's tree of this CPython tree nests (one level a node, except a chain of
     `and`/`or`, one level an operand: libcst's is binary), the line of its deepest node, and
@@ -226,16 +223,7 @@ def nesting(tree: ast.AST) -> Tuple[int, int, int]:
         depth += len(node.values) - 1 if type(node) is ast.BoolOp else 1
         if depth > deepest:
             deepest, line = depth, getattr(node, "lineno", line)
-        kind = type(node)
-        fields = _CHILD_FIELDS.get(kind)
-        if fields is None:
-            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
-        for field in fields:
-            value = getattr(node, field, None)
-            if type(value) is list:
-                stack.extend((item, depth) for item in value if isinstance(item, ast.AST))
-            elif isinstance(value, ast.AST):
-                stack.append((value, depth))
+        stack.extend((child, depth) for child in ast_children(node))
     return deepest, line, nodes
 
 

@@ -381,24 +381,29 @@ _CHILD_FIELDS: Dict[type, Tuple[str, ...]] = {}
 
 
 def walk(root: ast.AST) -> Iterator[ast.AST]:
-    """Every node, like `ast.walk` at about half its cost: no expression contexts, no field
-    introspection per node (the fields of each node type are looked up once)."""
+    """Every node, like `ast.walk` at about half its cost (see `ast_children`)."""
     todo = [root]
     while todo:
         node = todo.pop()
-        if not isinstance(node, ast.AST):
-            continue  # None in Dict keys, str in Global names
         yield node
-        kind = type(node)
-        fields = _CHILD_FIELDS.get(kind)
-        if fields is None:
-            fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
-        for field in fields:
-            value = getattr(node, field, None)
-            if type(value) is list:
-                todo.extend(value)
-            elif isinstance(value, ast.AST):
-                todo.append(value)
+        todo.extend(ast_children(node))
+
+
+def ast_children(node: ast.AST) -> List[ast.AST]:
+    """A node's children without expression contexts, and without field introspection per
+    node: the fields of each node type are looked up once."""
+    kind = type(node)
+    fields = _CHILD_FIELDS.get(kind)
+    if fields is None:
+        fields = _CHILD_FIELDS[kind] = tuple(f for f in kind._fields if f != "ctx")
+    found: List[ast.AST] = []
+    for field in fields:
+        value = getattr(node, field, None)
+        if type(value) is list:
+            found.extend(item for item in value if isinstance(item, ast.AST))  # not None keys, str names
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
 
 
 def cpython_tree(text: str) -> Optional[ast.Module]:
