@@ -133,18 +133,25 @@ SIGMOID = frozenset({
 # Words without which a module makes no probability (a library softmax/sigmoid, an activation
 # string, or one written out with exp): the gate of the rules that need one.
 PROBABILITY_WORDS = ("softmax", "sigmoid", "Softmax", "exp")
+# Changes of a tensor's shape or dtype that leave what it holds as it is (any model's value).
+SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.cast",
+                           "tensorflow.identity", "keras.ops.expand_dims",
+                           "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast"})
+# exp and the sums a softmax written out divides by; what turns an activation's name into it.
+EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
+SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
+ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.
-KEEPS_PROBABILITY = frozenset({
+KEEPS_PROBABILITY = SHAPE_CHANGES | frozenset({
     "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
     "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",
-    "tensorflow.gather_nd", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.reduce_sum",
+    "tensorflow.gather_nd", "tensorflow.reduce_sum",
     "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum", "tensorflow.reduce_max",
     "tensorflow.math.reduce_max", "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis",
     "tensorflow.slice", "tensorflow.stop_gradient",
-    # layout and dtype changes, clamps from above, means over an ensemble or a batch
-    "tensorflow.transpose", "tensorflow.expand_dims", "tensorflow.identity", "tensorflow.tile",
-    "tensorflow.cast", "keras.backend.cast", "keras.ops.cast", "keras.ops.reshape", "keras.ops.transpose",
-    "keras.ops.expand_dims", "keras.ops.squeeze", "keras.backend.reshape", "keras.backend.squeeze",
+    # layout changes, clamps from above, means over an ensemble or a batch, pieces
+    "tensorflow.transpose", "tensorflow.tile", "keras.backend.cast", "keras.ops.transpose",
+    "keras.backend.reshape", "keras.backend.squeeze",
     "tensorflow.minimum", "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum",
     "tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean",
     "tensorflow.boolean_mask", "keras.ops.take", "tensorflow.unstack", "tensorflow.split", "keras.ops.split",
@@ -154,10 +161,6 @@ STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorf
                     "tensorflow.add_n", "tensorflow.math.add_n", "keras.ops.concatenate", "keras.layers.average"})
 # Keras layers that merge a list of tensors: probabilities when an input is one.
 MERGING_LAYERS = frozenset({"keras.layers.Concatenate", "keras.layers.Average", "keras.layers.Maximum"})
-# Changes of a tensor's shape or dtype that leave what it holds as it is (any model's value).
-SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.cast",
-                           "tensorflow.identity", "tensorflow.convert_to_tensor", "keras.ops.expand_dims",
-                           "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast"})
 # tf.while_loop under its spellings: its results are what the body returns.
 WHILE_LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
                          "tensorflow.python.ops.control_flow_ops.while_loop"})

@@ -107,9 +107,7 @@ class CallSummaries:
     def argument_for(self, call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
         """What `call` passes for the parameter `name` of `function` (its default when it passes
         nothing); `self` is skipped for methods, `*args`/`**kwargs` give up."""
-        params = [*function.params.posonly_params, *function.params.params]
-        if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
-            params = params[1:]
+        params = self.passed_params(function)
         args = self._arguments(call)
         for a in args:
             if a.keyword is not None and a.keyword.value == name:
@@ -122,6 +120,13 @@ class CallSummaries:
                 return positional[index] if index < len(positional) else param.default
         kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
         return kwonly[0].default if kwonly else None
+
+    def passed_params(self, function: cst.CSTNode) -> List[cst.Param]:
+        """The positional parameters a call fills: a method's `self` (or `cls`) is not one."""
+        params = [*function.params.posonly_params, *function.params.params]
+        if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
+            params = params[1:]
+        return params
 
     def _arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments a call passes, with those bound by `functools.partial(f, ...)` first."""

@@ -282,9 +282,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         """The tuple a `tf.while_loop`'s body returns: its results, element by element (the loop
         variables' last values)."""
         body = arg(loop, 1, "body")
-        function = self.definition_of(body) if body is not None else None
-        if isinstance(body, cst.Lambda):
-            function = body
+        function = body if isinstance(body, cst.Lambda) else self.definition_of(body) if body is not None else None
         returned = self.returned(function) if isinstance(function, (cst.FunctionDef, cst.Lambda)) else []
         return returned[-1] if returned else None
 

@@ -10,6 +10,8 @@ from typing import NamedTuple, Optional, Set, Tuple
 import libcst as cst
 
 from ..names import (
+    ACTIVATION_GETTERS,
+    EXP,
     FUNCTIONAL,
     KEEPS_PROBABILITY,
     LAYER_FUNCTIONS,
@@ -19,6 +21,7 @@ from ..names import (
     SIGMOID,
     SOFTMAX,
     STACKS,
+    SUMS,
 )
 from .carriers import element_at, iterated, origins
 from .constants import UNKNOWN, constant
@@ -55,9 +58,6 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
     else:
         return None
     return activation_kind(flow, value) if value is not None else None
-
-
-ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 
 
 def activation_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
@@ -135,9 +135,7 @@ class Probabilities:
         """`y_pred` of a loss function (or method) given to `model.compile(loss=...)`: what the
         compiled model outputs. Keras calls the loss itself, so no call site passes it."""
         function = binding.owner
-        params = [*function.params.posonly_params, *function.params.params]
-        if self.flow.method_of(function.body) is not None and params and not self.flow._static(function):
-            params = params[1:]
+        params = self.flow.passed_params(function)
         if len(params) < 2 or params[1].name.value != binding.name:
             return None
         for call in self.ctx.nodes(cst.Call):
@@ -371,10 +369,6 @@ def layer_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Opt
     if iterable is not None:
         return layer_kind(flow, iterable, depth + 1)
     return next(filter(None, (layer_kind(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
-
-
-EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
-SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
 
 
 def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:
