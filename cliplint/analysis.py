@@ -18,7 +18,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Ty
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
 
-from .facts import ast_children, cpython_tree, split_lines
+from .facts import cpython_tree, nesting, split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
 from .flow.nodes import children, first_numbered
@@ -199,7 +199,7 @@ class Context:
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
 MAX_NESTING = 100  # brackets; CPython itself stops at 200
-MAX_DEPTH = 1000  # libcst nodes nested in one another: see `nesting`
+MAX_DEPTH = 1000  # libcst nodes nested in one another: see `facts.nesting`
 # libcst's native parser recurses without a limit, and its time grows with the square of the
 # nesting. bench/fuzz_parser.py measures where it dies (main thread, 8 MB stack, libcst 1.9):
 # 3,400 nested lambdas, 4,000-8,000 `and`s, 8,000-16,000 `elif`s (SIGSEGV); unary operators,
@@ -210,23 +210,6 @@ RECURSION_LIMIT = 12 * MAX_DEPTH
 MAX_NODES = 500_000  # CPython's nodes (~3 a line of code); libcst: 0.4 GB and 5-20 s for a list of 100,000 numbers
 RISKY_DEPTH, RISKY_NODES = MAX_DEPTH // 4, MAX_NODES // 4  # real code: 20 levels deep (TensorFlow's own)
 MAX_UNPARSED_LINE = 100_000  # characters of a line, in a file CPython cannot parse
-def nesting(tree: ast.AST) -> Tuple[int, int, int]:
-    """How deep libcst's tree of this CPython tree nests (one level a node, except a chain of
-    `and`/`or`, one level an operand: libcst's is binary), the line of its deepest node, and
-    how many nodes it has. Walked with an explicit stack: the tree may be deeper than Python's
-    recursion limit."""
-    deepest, line, nodes = 0, 1, 0
-    stack: List[Tuple[ast.AST, int]] = [(tree, 0)]
-    while stack:
-        node, depth = stack.pop()
-        nodes += 1
-        depth += len(node.values) - 1 if type(node) is ast.BoolOp else 1
-        if depth > deepest:
-            deepest, line = depth, getattr(node, "lineno", line)
-        stack.extend((child, depth) for child in ast_children(node))
-    return deepest, line, nodes
-
-
 # Without CPython's tree (a syntax error, or deeper than CPython goes): every operator or
 # keyword of one logical line may nest, and so may each `elif` of the file.
 _LEXICAL = re.compile(r"""(?P<skip>[rRbBuUfF]{0,2}(?:'{3}(?:[^'\\]|\\.|'(?!''))*'{3}|"{3}(?:[^"\\]|\\.|"(?!""))*"{3}"""
@@ -260,22 +243,26 @@ def lexical_nesting(text: str) -> Tuple[int, int]:
     return deepest, at
 
 
-def assess(text: str, tree: Optional[ast.AST] = None) -> Tuple[Optional[Finding], bool]:
+def assess(text: str, measured: Optional[Tuple[int, int, int]] = None) -> Tuple[Optional[Finding], bool]:
     """Input the CST parser cannot take safely, with where and why (None when it is fine), and
     whether it is risky all the same: within the limits, but nearer them than any code a person
-    writes (the caller then parses it in a child process). `tree`: CPython's tree of `text`
-    when the caller has it (else it is parsed here)."""
+    writes (the caller then parses it in a child process). `measured`: the `nesting` of
+    CPython's tree of `text` when the caller has it (`Facts.nesting`; else it is parsed here)."""
     brackets, line = _brackets(text)
     if brackets > MAX_NESTING:
         return bad_input("", f"brackets nested more than {MAX_NESTING} levels deep; not parsed", line), True
-    tree = tree if tree is not None else cpython_tree(text)
-    levels, line, nodes = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
+    parsed = measured is not None
+    if measured is None:
+        tree = cpython_tree(text)
+        parsed = tree is not None
+        measured = nesting(tree) if tree is not None else (*lexical_nesting(text), 0)
+    levels, line, nodes = measured
     if levels > MAX_DEPTH:
         return bad_input("", f"nested too deeply to parse: {levels:,} levels at line {line}, "
                              f"limit {MAX_DEPTH:,}", line), True
     if nodes > MAX_NODES:
         return bad_input("", f"too large to parse: {nodes:,} syntax nodes, limit {MAX_NODES:,} (generated code?)"), True
-    longest = max(split_lines(text) or [""], key=len) if tree is None else ""
+    longest = max(split_lines(text) or [""], key=len) if not parsed else ""
     if len(longest) > MAX_UNPARSED_LINE:  # libcst's error for a 10 MB line of commas: 20 s, 3 GB
         line = text.count("\n", 0, text.index(longest)) + 1
         return bad_input("", f"CPython cannot parse the file and line {line} is {len(longest):,} characters "

@@ -15,7 +15,7 @@ import ast
 import bisect
 import re
 from collections import Counter
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
 Position = Tuple[int, int]
@@ -51,9 +51,11 @@ class _Sorted:
 
     def within(self, node: ast.AST, start: Optional[Position] = None) -> List[str]:
         """The labels inside `node`'s span (from `start` when given: decorators come first)."""
-        low = bisect.bisect_left(self.positions, start or _start(node))
-        high = bisect.bisect_left(self.positions, _end(node), low)
-        return self.labels[low:high]
+        return self.between(start or _start(node), _end(node))
+
+    def between(self, start: Position, end: Position) -> List[str]:
+        low = bisect.bisect_left(self.positions, start)
+        return self.labels[low:bisect.bisect_left(self.positions, end, low)]
 
 
 class Facts:
@@ -81,10 +83,7 @@ class Facts:
         self._attribute_stores: List[Tuple[Position, str]] = []
         self._imports: List[Tuple[Position, str]] = []  # names imports bind
         self._scope_changes: List[Tuple[Position, str]] = []  # import, global, nonlocal
-        for node in walk(tree):
-            see = _SEE.get(type(node))
-            if see is not None:
-                see(self, node)
+        self.nesting = nesting(tree, self._see)  # the nesting gate's measure, from the same walk
         self.statement_lines = statement_lines(tree)
         self.names_at = _Sorted(self._names)
         self.callees_at = _Sorted(self._callees)
@@ -97,6 +96,11 @@ class Facts:
         return Facts(tree) if tree is not None else None  # else let the real parser report it
 
     # --- collection (one call per node of interest) ---------------------------------------
+
+    def _see(self, node: ast.AST) -> None:
+        see = _SEE.get(type(node))
+        if see is not None:
+            see(self, node)
 
     def _see_name(self, node: ast.Name) -> None:
         self.words.add(node.id)
@@ -238,15 +242,20 @@ class Facts:
     # --- parsing less: top-level definitions no rule can see -------------------------------
 
     def reduced(self, text: str, words: Sequence[str]) -> Tuple[str, List[int]]:
-        """`text` with the top-level functions and classes that no rule can see blanked out
-        (line numbers unchanged), and the first line of each statement kept.
+        """`text` with the definitions no rule can see blanked out (line numbers unchanged), and
+        the first line of each top-level statement kept.
 
-        Rules follow names into definitions and out of them to module bindings, and dotted
-        attributes module-wide; nothing else. So a definition is kept when it holds one of
-        `words` (the running rules' tokens), imports or declares `global`/`nonlocal`, reads a
-        name bound by a kept statement that holds such a word (to a fixpoint), is named by a
-        kept statement, or shares an attribute name with a store elsewhere. Every other
-        statement is always kept.
+        The units are the top-level statements, except that a class is split into its methods
+        and the rest of it. Rules follow names into definitions and out of them to module
+        bindings, attributes module-wide (methods are attributes too), and a class's
+        constructor and `call` from its name; nothing else. So a definition is kept when it
+        holds one of `words` (the running rules' tokens), imports or declares
+        `global`/`nonlocal`, reads a name bound by a kept statement that holds such a word (to
+        a fixpoint), is named by a kept statement (a method: as an attribute), shares an
+        attribute name with a kept unit, is a method a class runs without naming it (`__init__`,
+        `call`, ...) of a kept class, is any method of a class whose rest holds such a word (a
+        framework calls a `keras.callbacks.Callback`'s `on_epoch_end`), or is the class of a kept
+        method. Every other statement is always kept.
         """
         body = self._body
         if not any(isinstance(statement, _DEFINITIONS) for statement in body):
@@ -256,43 +265,38 @@ class Facts:
             ("stored", self._stored), ("imports", self._imports), ("scope", self._scope_changes),
             ("loads", self._attribute_loads), ("stores", self._attribute_stores))}
         all_stores = Counter(at["stores"].labels)
-        shapes = [self._shape(statement, lines, words, at, all_stores) for statement in body]
-        keep = [not isinstance(statement, _DEFINITIONS) or shape.words or shape.scope_changes
-                for statement, shape in zip(body, shapes)]
-        changed = True
-        while changed:
-            changed = False
-            tainted = _tainted(shapes, keep)
-            read_by_kept = set().union(*(shape.reads for shape, kept in zip(shapes, keep) if kept))
-            loaded_by_kept = set().union(*(shape.loads for shape, kept in zip(shapes, keep) if kept))
-            for index, shape in enumerate(shapes):
-                if not keep[index] and (shape.reads & tainted or shape.binds & read_by_kept
-                                        or shape.stores & loaded_by_kept or shape.loads & shape.stored_elsewhere):
-                    keep[index] = changed = True
+        units, heads = _units(body, lines)
+        shapes = [self._shape(unit, lines, words, at, all_stores) for unit in units]
+        keep = _kept(units, shapes)
         if all(keep):
             return text, self.statement_lines
-        for statement, kept in zip(body, keep):
+        original = list(lines)
+        for unit, kept in zip(units, keep):
             if not kept:
-                for number in range(_first_line(statement), statement.end_lineno + 1):
+                for number in range(unit.first, unit.last + 1):
                     line = lines[number - 1]
                     if not line.lstrip().startswith("#"):  # comments stay: `# cliplint: noqa` may be one
                         lines[number - 1] = line[len(line.rstrip("\r\n")):]
-        return "".join(lines), [line for line, kept in zip(self.statement_lines, keep) if kept]
+        for index, unit in enumerate(units):
+            if keep[index] and unit.members and unit.only_methods and not any(keep[m] for m in unit.members):
+                first = units[unit.members[0]].first  # a class body may not be empty
+                indent = original[first - 1][:len(original[first - 1]) - len(original[first - 1].lstrip())]
+                lines[first - 1] = indent + "pass" + lines[first - 1]
+        return "".join(lines), [line for line, head in zip(self.statement_lines, heads) if keep[head]]
 
-    def _shape(self, statement: ast.stmt, lines: List[str], words: Sequence[str],
+    def _shape(self, unit: "_Unit", lines: List[str], words: Sequence[str],
                at: Dict[str, "_Sorted"], all_stores: Counter) -> "_Shape":
-        start = (_first_line(statement), 0)
-        segment = "".join(lines[start[0] - 1:statement.end_lineno])
-        if isinstance(statement, _DEFINITIONS):
-            binds = {statement.name}
-        else:
-            binds = set(at["stored"].within(statement, start)) | set(at["imports"].within(statement, start))
-        stores = at["stores"].within(statement, start)
+        def labels(kind: str) -> List[str]:
+            return [label for low, high in unit.spans for label in at[kind].between(low, high)]
+
+        segment = "".join(lines[number - 1] for number in unit.numbers())
+        stores = labels("stores")
         return _Shape(
             words=any(word in segment for word in words),
-            scope_changes=bool(at["scope"].within(statement, start)),
-            reads=set(self.names_at.within(statement, start)), binds=binds,
-            loads=set(at["loads"].within(statement, start)), stores=set(stores),
+            scope_changes=bool(labels("scope")),
+            reads={label for low, high in unit.spans for label in self.names_at.between(low, high)},
+            binds=unit.binds if unit.definition else set(labels("stored")) | set(labels("imports")),
+            loads=set(labels("loads")), stores=set(stores),
             stored_elsewhere={name for name, count in (all_stores - Counter(stores)).items() if count > 0})
 
     # --- questions the rules ask ------------------------------------------------------------
@@ -337,8 +341,92 @@ _SEE = {
 }
 
 
+class _Unit(NamedTuple):
+    """A part of the module `Facts.reduced` keeps or blanks whole: a top-level statement, a
+    method, or the rest of a class (its header and every statement that is not a method)."""
+
+    first: int  # its lines, decorators included
+    last: int
+    spans: List[Tuple[Position, Position]]  # where its names are (a class's rest: the lines between its methods)
+    definition: bool
+    binds: Set[str]  # a definition's name in the module (a method binds none)
+    owner: Optional[int] = None  # a method: the unit of its class's rest
+    method: str = ""  # a method's name: an attribute
+    implicit: bool = False  # a method a class runs without naming it
+    members: Tuple[int, ...] = ()  # a class's rest: the units of its methods
+    only_methods: bool = False  # a class's rest: its body is methods only
+
+    def numbers(self) -> Iterator[int]:
+        """Its line numbers (a class's rest: not its methods' lines)."""
+        for (low, _), (high, column) in self.spans:  # a span ends in its last line, or where the next begins
+            yield from range(low, high + 1 if column else high)
+
+
+# Methods that run without their name being written: the constructor, a layer's or model's call
+# (`model(x)`), and the rest of the data model (`with`, `for`, `[]`, operators).
+_IMPLICIT_METHODS = {"call", "build", "train_step", "test_step", "predict_step", "compute_loss"}
+
+
+def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[int]]:
+    """The units of a module's body, and for each top-level statement the index of its unit
+    (a class's: its rest)."""
+    units: List[_Unit] = []
+    heads: List[int] = []
+    for statement in body:
+        heads.append(len(units))
+        first, last = _first_line(statement), statement.end_lineno
+        methods = [m for m in getattr(statement, "body", ()) if isinstance(statement, ast.ClassDef)
+                   and isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and _starts_its_line(m, lines)]
+        if not methods:
+            units.append(_Unit(first, last, [((first, 0), _end(statement))],
+                               isinstance(statement, _DEFINITIONS), {getattr(statement, "name", "")}))
+            continue
+        head = len(units)
+        bounds = [(first, 0)] + [edge for m in methods for edge in ((_first_line(m), 0), (m.end_lineno + 1, 0))]
+        bounds.append((last + 1, 0))
+        spans = [(low, high) for low, high in zip(bounds[::2], bounds[1::2]) if low < high]
+        members = tuple(range(head + 1, head + 1 + len(methods)))
+        units.append(_Unit(first, last, spans, True, {statement.name}, members=members,
+                           only_methods=len(methods) == len(statement.body)))
+        for method in methods:
+            name = method.name
+            units.append(_Unit(_first_line(method), method.end_lineno,
+                               [((_first_line(method), 0), _end(method))], True, set(), owner=head, method=name,
+                               implicit=name in _IMPLICIT_METHODS or name.startswith("__")))
+    return units, heads
+
+
+def _starts_its_line(method: ast.stmt, lines: List[str]) -> bool:
+    """Nothing but indentation before the method (or its first decorator) on its first line, so
+    blanking its lines leaves the rest of the class alone (`class A: def f(self): ...` is one line)."""
+    first = _first_line(method)
+    start = min([method, *getattr(method, "decorator_list", [])], key=lambda n: n.lineno)
+    return not lines[first - 1][:start.col_offset].strip()
+
+
+def _kept(units: List[_Unit], shapes: List["_Shape"]) -> List[bool]:
+    """Which units the rules may see (see `Facts.reduced`), to a fixpoint."""
+    keep = [not unit.definition or shape.words or shape.scope_changes for unit, shape in zip(units, shapes)]
+    changed = True
+    while changed:
+        changed = False
+        tainted = _tainted(units, shapes, keep)
+        read_by_kept = set().union(*(shape.reads for shape, kept in zip(shapes, keep) if kept))
+        loaded_by_kept = set().union(*(shape.loads for shape, kept in zip(shapes, keep) if kept))
+        stored_by_kept = set().union(*(shape.stores for shape, kept in zip(shapes, keep) if kept))
+        for index, (unit, shape) in enumerate(zip(units, shapes)):
+            if keep[index]:
+                continue
+            if shape.reads & tainted or shape.binds & read_by_kept or shape.stores & loaded_by_kept \
+                    or shape.loads & stored_by_kept or unit.method in loaded_by_kept \
+                    or unit.owner is not None and keep[unit.owner] and (unit.implicit or shapes[unit.owner].words) \
+                    or any(keep[m] for m in unit.members):
+                keep[index] = changed = True
+    return keep
+
+
 class _Shape(NamedTuple):
-    """What one top-level statement holds, binds, reads and stores (see `Facts.reduced`)."""
+    """What one unit holds, binds, reads and stores (see `Facts.reduced`)."""
 
     words: bool  # one of the running rules' tokens
     scope_changes: bool  # import, global, nonlocal
@@ -349,15 +437,17 @@ class _Shape(NamedTuple):
     stored_elsewhere: Set[str]  # attribute names assigned outside it
 
 
-def _tainted(shapes: List[_Shape], keep: List[bool]) -> Set[str]:
-    """Names bound by kept statements holding a token, or reading such a name (fixpoint)."""
+def _tainted(units: List[_Unit], shapes: List[_Shape], keep: List[bool]) -> Set[str]:
+    """Names bound by kept units holding a token, or reading such a name (fixpoint); a method
+    does it for its class's name."""
     tainted: Set[str] = set()
     changed = True
     while changed:
         changed = False
-        for shape, kept in zip(shapes, keep):
-            if kept and not shape.binds <= tainted and (shape.words or shape.reads & tainted):
-                tainted |= shape.binds
+        for unit, shape, kept in zip(units, shapes, keep):
+            binds = shape.binds if unit.owner is None else shapes[unit.owner].binds
+            if kept and not binds <= tainted and (shape.words or shape.reads & tainted):
+                tainted |= binds
                 changed = True
     return tainted
 
@@ -387,6 +477,25 @@ def walk(root: ast.AST) -> Iterator[ast.AST]:
         node = todo.pop()
         yield node
         todo.extend(ast_children(node))
+
+
+def nesting(tree: ast.AST, visit: Optional[Callable[[ast.AST], None]] = None) -> Tuple[int, int, int]:
+    """How deep libcst's tree of this CPython tree nests (one level a node, except a chain of
+    `and`/`or`, one level an operand: libcst's is binary), the line of its deepest node, and
+    how many nodes it has; `visit` is called on every node. Walked with an explicit stack: the
+    tree may be deeper than Python's recursion limit."""
+    deepest, line, nodes = 0, 1, 0
+    stack: List[Tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        depth += len(node.values) - 1 if type(node) is ast.BoolOp else 1
+        if depth > deepest:
+            deepest, line = depth, getattr(node, "lineno", line)
+        if visit is not None:
+            visit(node)
+        stack.extend([(child, depth) for child in ast_children(node)])
+    return deepest, line, nodes
 
 
 def ast_children(node: ast.AST) -> List[ast.AST]:

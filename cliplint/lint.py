@@ -39,7 +39,7 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     parse, then the rules."""
     from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
 
-    tree = _without_gc(cpython_tree, text)  # the ast gate's, and the nesting gate's (analysis.too_complex)
+    tree = _without_gc(cpython_tree, text)  # the ast gate's; its walk also measures the nesting gate's depth
     facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
     rules = gate(facts, rules)
     if not rules:
@@ -50,7 +50,8 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
         text, lines = facts.reduced(text, sorted(words))
     from .analysis import assess, lint_module  # libcst is imported only when a file is parsed
 
-    refused, risky = assess(text, tree)  # the original text: nested as deep as the reduced one at least
+    # measured on the original text: nested as deep as the reduced one at least
+    refused, risky = assess(text, facts.nesting if facts is not None else None)
     if refused is not None:
         return [replace(refused, path=shown)], False
     if not risky:
