@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections import Counter
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
@@ -249,13 +248,14 @@ class Facts:
         and the rest of it. Rules follow names into definitions and out of them to module
         bindings, attributes module-wide (methods are attributes too), and a class's
         constructor and `call` from its name; nothing else. So a definition is kept when it
-        holds one of `words` (the running rules' tokens), imports or declares
-        `global`/`nonlocal`, reads a name bound by a kept statement that holds such a word (to
-        a fixpoint), is named by a kept statement (a method: as an attribute), shares an
-        attribute name with a kept unit, is a method a class runs without naming it (`__init__`,
-        `call`, ...) of a kept class, is any method of a class whose rest holds such a word (a
-        framework calls a `keras.callbacks.Callback`'s `on_epoch_end`), or is the class of a kept
-        method. Every other statement is always kept.
+        holds one of `words` (the running rules' tokens) or imports or declares
+        `global`/`nonlocal`; reads a name bound by a kept unit that holds such a word or reads
+        such a name (to a fixpoint; a method binds its attribute and its class's name); is
+        named by a kept unit (a method: as an attribute); stores an attribute a kept unit loads
+        or loads one it stores; is a method a class runs without naming it (`__init__`, `call`,
+        ...) of a kept class, or any method of a class whose rest holds such a word (Keras
+        calls a `Callback`'s `on_epoch_end`); or is the class of a kept method. Every other
+        statement is always kept.
         """
         body = self._body
         if not any(isinstance(statement, _DEFINITIONS) for statement in body):
@@ -264,9 +264,8 @@ class Facts:
         at = {name: _Sorted(list(pairs)) for name, pairs in (
             ("stored", self._stored), ("imports", self._imports), ("scope", self._scope_changes),
             ("loads", self._attribute_loads), ("stores", self._attribute_stores))}
-        all_stores = Counter(at["stores"].labels)
         units, heads = _units(body, lines)
-        shapes = [self._shape(unit, lines, words, at, all_stores) for unit in units]
+        shapes = [self._shape(unit, lines, words, at) for unit in units]
         keep = _kept(units, shapes)
         if all(keep):
             return text, self.statement_lines
@@ -285,19 +284,17 @@ class Facts:
         return "".join(lines), [line for line, head in zip(self.statement_lines, heads) if keep[head]]
 
     def _shape(self, unit: "_Unit", lines: List[str], words: Sequence[str],
-               at: Dict[str, "_Sorted"], all_stores: Counter) -> "_Shape":
+               at: Dict[str, "_Sorted"]) -> "_Shape":
         def labels(kind: str) -> List[str]:
             return [label for low, high in unit.spans for label in at[kind].between(low, high)]
 
         segment = "".join(lines[number - 1] for number in unit.numbers())
-        stores = labels("stores")
         return _Shape(
             words=any(word in segment for word in words),
             scope_changes=bool(labels("scope")),
             reads={label for low, high in unit.spans for label in self.names_at.between(low, high)},
             binds=unit.binds if unit.definition else set(labels("stored")) | set(labels("imports")),
-            loads=set(labels("loads")), stores=set(stores),
-            stored_elsewhere={name for name, count in (all_stores - Counter(stores)).items() if count > 0})
+            loads=set(labels("loads")), stores=set(labels("stores")))
 
     # --- questions the rules ask ------------------------------------------------------------
 
@@ -410,17 +407,18 @@ def _kept(units: List[_Unit], shapes: List["_Shape"]) -> List[bool]:
     changed = True
     while changed:
         changed = False
-        tainted = _tainted(units, shapes, keep)
+        tainted, tainted_methods = _tainted(units, shapes, keep)
         read_by_kept = set().union(*(shape.reads for shape, kept in zip(shapes, keep) if kept))
         loaded_by_kept = set().union(*(shape.loads for shape, kept in zip(shapes, keep) if kept))
         stored_by_kept = set().union(*(shape.stores for shape, kept in zip(shapes, keep) if kept))
         for index, (unit, shape) in enumerate(zip(units, shapes)):
             if keep[index]:
                 continue
-            if shape.reads & tainted or shape.binds & read_by_kept or shape.stores & loaded_by_kept \
-                    or shape.loads & stored_by_kept or unit.method in loaded_by_kept \
-                    or unit.owner is not None and keep[unit.owner] and (unit.implicit or shapes[unit.owner].words) \
-                    or any(keep[m] for m in unit.members):
+            flows_in = shape.reads & tainted or shape.loads & (tainted_methods | stored_by_kept)
+            named = shape.binds & read_by_kept or unit.method in loaded_by_kept
+            run_by_class = unit.owner is not None and keep[unit.owner] \
+                and (unit.implicit or shapes[unit.owner].words)
+            if flows_in or named or shape.stores & loaded_by_kept or run_by_class or any(keep[m] for m in unit.members):
                 keep[index] = changed = True
     return keep
 
@@ -434,22 +432,24 @@ class _Shape(NamedTuple):
     binds: Set[str]  # names it binds at module level (over-approximated)
     loads: Set[str]  # attribute names read
     stores: Set[str]  # attribute names assigned
-    stored_elsewhere: Set[str]  # attribute names assigned outside it
 
 
-def _tainted(units: List[_Unit], shapes: List[_Shape], keep: List[bool]) -> Set[str]:
-    """Names bound by kept units holding a token, or reading such a name (fixpoint); a method
-    does it for its class's name."""
+def _tainted(units: List[_Unit], shapes: List[_Shape], keep: List[bool]) -> Tuple[Set[str], Set[str]]:
+    """Names bound by kept units holding a token, or reading such a name (fixpoint), and the
+    methods among them (attribute names); a method binds its class's name too."""
     tainted: Set[str] = set()
+    methods: Set[str] = set()
     changed = True
     while changed:
         changed = False
         for unit, shape, kept in zip(units, shapes, keep):
             binds = shape.binds if unit.owner is None else shapes[unit.owner].binds
-            if kept and not binds <= tainted and (shape.words or shape.reads & tainted):
+            if kept and not (binds <= tainted and unit.method in methods | {""}) \
+                    and (shape.words or shape.reads & tainted):
                 tainted |= binds
+                methods |= {unit.method} - {""}
                 changed = True
-    return tainted
+    return tainted, methods
 
 
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

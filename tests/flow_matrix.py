@@ -99,6 +99,14 @@ def _self_attribute(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{name}(logits, features).output()"
 
 
+def _self_method(value: str, depth: int) -> Tuple[List[str], str]:
+    # a method called on self, named like Keras' `predict` (which it is not)
+    name = f"Policy{depth}"
+    lines = [f"class {name}:", "    def predict(self, logits, features):", f"        return {value}", "",
+             "    def run(self, logits, features):", "        return self.predict(logits, features)", ""]
+    return lines, f"{name}().run(logits, features)"
+
+
 def _list_element(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value}]", f"p{depth} = heads{depth}[0]"], f"p{depth}"
 
@@ -205,6 +213,7 @@ CARRIERS = {
     "helper parameter": _helper_parameter,
     "partial helper": _partial_helper,
     "self attribute": _self_attribute,
+    "self method": _self_method,
     "list element": _list_element,
     "dict value": _dict_value,
     "append": _append,
@@ -309,7 +318,7 @@ GRADIENT_SOURCES = {
 # A per-tensor clip of every gradient, the update applied; the clean twin clips by the global norm.
 GRADIENT_SINK = "clipped = [tf.clip_by_norm(g, 1.0) for g in {value}]"
 GRADIENT_TWIN = "clipped, _ = tf.clip_by_global_norm({value}, 1.0)"
-GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute",
+GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute", "self method",
                      "instance attribute", "subclass attribute", "list element", "dict value", "tuple unpack",
                      "static method", "lambda", "branches", "conditional", "walrus", "partial helper")
 

@@ -187,3 +187,85 @@ def test_flag_definitions_in_a_function_are_kept():
     '''
     assert blanked(source) == set()
     assert codes(source) == [(11, "CL001")]
+
+
+def _blanked_methods(source):
+    """The methods the engine leaves out, by name (the reduced text keeps every line)."""
+    source = textwrap.dedent(source)
+    reduced, _ = facts_of(source).reduced(source, WORDS)
+    assert len(reduced.splitlines()) == len(source.splitlines()), "line numbers must not move"
+    compile(reduced, "m.py", "exec")  # a class left with no method still parses (`pass`)
+
+    def methods(text):
+        return {line.strip().split("(")[0][4:] for line in text.splitlines() if line.startswith("    def ")}
+    return methods(source) - methods(reduced)
+
+
+def test_a_class_keeps_only_the_methods_a_rule_can_see():
+    """A test class of hundreds of methods: the ones holding a token, what they name, and the
+    methods a class runs unnamed (`__init__`, `call`) stay; the others are left out."""
+    source = '''
+    import tensorflow as tf
+
+    class Head(tf.keras.layers.Layer):
+        def __init__(self, activation):
+            super().__init__()
+            self.activation = activation
+
+        def call(self, x):
+            return self.activation(x)
+
+        def describe(self):
+            return "a head"
+
+    class NumpyTest:
+        def test_sum(self):
+            assert sum([1, 2]) == 3
+
+        def test_entropy(self):
+            probs = self.predict()
+            return -tf.reduce_sum(probs * tf.math.log(probs))
+
+        def predict(self):
+            return Head(tf.nn.softmax)(tf.ones([2, 3]))
+
+        def test_strings(self):
+            assert "a".upper() == "A"
+    '''
+    assert _blanked_methods(source) == {"describe", "test_sum", "test_strings"}
+    assert codes(source) == [(21, "CL004")]
+
+
+def test_an_attribute_stored_by_a_kept_method_keeps_the_method_that_reads_it():
+    source = '''
+    import tensorflow as tf
+
+    class Agent:
+        def build(self, logits):
+            self.probs = tf.nn.softmax(logits)
+
+        def unrelated(self):
+            return 1
+
+        def entropy(self):
+            return -tf.reduce_sum(self.probs * tf.math.log(self.probs))
+    '''
+    assert _blanked_methods(source) == {"unrelated"}
+    assert codes(source) == [(12, "CL004")]
+
+
+def test_a_class_left_with_no_method_and_one_line_classes_still_parse():
+    source = '''
+    import tensorflow as tf
+
+    class Config:
+        def describe(self):
+            return "nothing a rule sees"
+
+    class Inline: value = 1; name = "x"
+
+    config = Config()
+    loss = tf.math.log(tf.nn.softmax(config.logits))
+    '''
+    assert _blanked_methods(source) == {"describe"}
+    assert codes(source) == [(11, "CL004")]

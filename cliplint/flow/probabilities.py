@@ -225,8 +225,8 @@ class Probabilities:
                 return Source(kind, call, padded)
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ARRAY_READS:
             return self._tensor_array(func.value, seen, padded)
-        if isinstance(func, cst.Attribute) and func.attr.value == "predict":
-            return self._model(func.value, seen, padded)
+        if isinstance(func, cst.Attribute) and func.attr.value == "predict" and self.flow.callee(call) is None:
+            return self._model(func.value, seen, padded)  # Keras' model.predict(x); not a method of this module
         return self._model(func, seen, padded, call)
 
     def _subscript(self, expr: cst.Subscript, seen, padded) -> Optional[Source]:

@@ -81,6 +81,14 @@ class PerTensorClipNorm(Rule):
 
         Keras' `clipnorm=` is per-variable too (only `global_clipnorm=` is global), so if
         per-variable clipping is what you want, saying `clipnorm=` makes that explicit.
+
+        Not reported: a loop over `(grad, var)` pairs that tests each gradient for None before
+        clipping it (`for grad, var in gvs: if grad is not None: ...`). Code that handles each
+        `(grad, var)` pair on its own, frozen variables included, clips per variable on
+        purpose: the long-standing TF 1 idiom of baselines' DQN (`grad_norm_clipping`),
+        MADDPG's `minimize_and_clip` and the GGNN samples, whose thresholds were tuned per
+        variable. A comprehension's `if g is not None` only drops the frozen variables, and is
+        reported.
     """
     example = """
         grads = tape.gradient(loss, model.trainable_variables)
@@ -117,6 +125,13 @@ class PerTensorClipNorm(Rule):
         # a helper that clips with the global norm
         "import tensorflow as tf\ndef clip_all(gs):\n    return tf.clip_by_global_norm(gs, 1.0)[0]\n"
         "grads = clip_all(tape.gradient(loss, vs))\nopt.apply_gradients(zip(grads, vs))\n",
+        # each (grad, var) pair handled on its own, None included: per-variable on purpose (TF 1 DQN)
+        "import tensorflow.compat.v1 as tf\n"
+        "gvs = optimizer.compute_gradients(loss, var_list=q_vars)\n"
+        "for i, (grad, var) in enumerate(gvs):\n"
+        "    if grad is not None:\n"
+        "        gvs[i] = (tf.clip_by_norm(grad, grad_norm_clipping), var)\n"
+        "train_op = optimizer.apply_gradients(gvs)\n",
         # a user's own clip_by_norm
         "import tensorflow as tf\ndef clip_by_norm(g, c): return g\n"
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
@@ -139,9 +154,9 @@ class PerTensorClipNorm(Rule):
                 "train_op = optimizer.apply_gradients(capped)\n", 3),
         # TF 1 pairs updated in place
         Invalid("import tensorflow as tf\ngvs = opt.compute_gradients(loss)\n"
-                "for i, (g, v) in enumerate(gvs):\n    if g is not None:\n"
-                "        gvs[i] = (tf.clip_by_norm(g, 10.0), v)\n"
-                "train_op = opt.apply_gradients(gvs)\n", 5),
+                "for i, (g, v) in enumerate(gvs):\n"
+                "    gvs[i] = (tf.clip_by_norm(g, 10.0), v)\n"
+                "train_op = opt.apply_gradients(gvs)\n", 4),
         # a helper that clips each gradient, called on the tape's gradients
         Invalid("import tensorflow as tf\ndef clip_each(gs):\n"
                 "    return [tf.clip_by_norm(g, 1.0) for g in gs if g is not None]\n"
@@ -173,6 +188,13 @@ class PerTensorClipNorm(Rule):
         first = cst.Subscript(value=clipped, slice=[cst.SubscriptElement(cst.Index(cst.Integer("0")))])
         return Fix(f"clip the global norm: `{ctx.text(first)}`", UNSAFE, ((owner, first),))
 
+    @staticmethod
+    def _pair_by_pair(ctx: Context, tensor: cst.Name, grads, binding) -> bool:
+        """A loop over `(grad, var)` pairs that tests each gradient for None before clipping it
+        handles the variables one by one, on purpose (see `why`); a comprehension's filter only
+        drops the None ones, and a plain list's loop does not have the variables at hand."""
+        return grads.pairs and isinstance(binding.owner, cst.For) and ctx.flow.none_guarded(tensor, binding)
+
     def could_fire(self, facts: Facts) -> bool:
         return facts.has("clip_by_norm") and facts.iterates_gradients()
 
@@ -184,7 +206,7 @@ class PerTensorClipNorm(Rule):
             if not isinstance(tensor, cst.Name):
                 continue
             element = ctx.flow.gradient_element(tensor)
-            if element is None:
+            if element is None or self._pair_by_pair(ctx, tensor, *element):
                 continue
             owner = element[1].owner
             produced = result_list(ctx, call, owner)
