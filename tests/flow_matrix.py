@@ -323,15 +323,40 @@ GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "s
                      "static method", "lambda", "branches", "conditional", "walrus", "partial helper")
 
 
-def build_gradient(source: str, carriers: Sequence[str]) -> Program:
+# How the clipped list reaches `apply_gradients`: the carriers on the way to the sink. Each gives
+# (definitions, statements) around the list named `clipped`.
+APPLY_CARRIERS = {
+    "direct": ([], ["optimizer.apply_gradients(zip(clipped, model.trainable_variables))"]),
+    "name": ([], ["final = clipped", "optimizer.apply_gradients(zip(final, model.trainable_variables))"]),
+    "tuple unpack": ([], ["final, count = clipped, 3", "optimizer.apply_gradients(zip(final, model.trainable_variables))"]),
+    "dict value": ([], ["update = {'grads': clipped}",
+                        "optimizer.apply_gradients(zip(update['grads'], model.trainable_variables))"]),
+    "pairs comprehension": ([], ["optimizer.apply_gradients([(g, v) for g, v in zip(clipped, model.trainable_variables)])"]),
+    "pairs list": ([], ["pairs = list(zip(clipped, model.trainable_variables))", "optimizer.apply_gradients(pairs)"]),
+    "keyword": ([], ["optimizer.apply_gradients(grads_and_vars=zip(clipped, model.trainable_variables))"]),
+    "helper parameter": (["def apply_update(grads, model):",
+                          "    optimizer.apply_gradients(zip(grads, model.trainable_variables))", ""],
+                         ["apply_update(clipped, model)"]),
+    "instance attribute": (["class Updater:", "    def __init__(self, grads):", "        self.grads = grads", "",
+                            "    def apply(self, model):",
+                            "        optimizer.apply_gradients(zip(self.grads, model.trainable_variables))", ""],
+                           ["Updater(clipped).apply(model)"]),
+    "branches": ([], ["if model.trainable:", "    final = clipped", "else:", "    final = clipped",
+                      "optimizer.apply_gradients(zip(final, model.trainable_variables))"]),
+}
+
+
+def build_gradient(source: str, carriers: Sequence[str], to_apply: str = "direct") -> Program:
     value = GRADIENT_SOURCES[source]
-    text, line = _render_gradient(value, carriers, GRADIENT_SINK)
-    twin, _ = _render_gradient(value, carriers, GRADIENT_TWIN)
-    return Program(source, tuple(carriers), "per-tensor clip", text, (twin,), line, "CL003")
+    text, line = _render_gradient(value, carriers, GRADIENT_SINK, to_apply)
+    twin, _ = _render_gradient(value, carriers, GRADIENT_TWIN, to_apply)
+    via = tuple(carriers) + ((f"to apply: {to_apply}",) if to_apply != "direct" else ())
+    return Program(source, via, "per-tensor clip", text, (twin,), line, "CL003")
 
 
-def _render_gradient(value: str, carriers: Sequence[str], sink: str) -> Tuple[str, int]:
-    definitions: List[str] = []
+def _render_gradient(value: str, carriers: Sequence[str], sink: str, to_apply: str) -> Tuple[str, int]:
+    definitions, applying = APPLY_CARRIERS[to_apply]
+    definitions = list(definitions)
     body = ["with tf.GradientTape() as tape:", "    loss = tf.reduce_mean(model(features))"]
     for depth, name in enumerate(carriers):
         added, value = CARRIERS[name](value, depth)
@@ -341,7 +366,7 @@ def _render_gradient(value: str, carriers: Sequence[str], sink: str) -> Tuple[st
         defines = bool(added) and added[0].startswith(("def ", "class "))
         (definitions if defines and len(body) == 2 else body).extend(added)
     sink_line = sink.format(value=value)
-    body += [sink_line, "optimizer.apply_gradients(zip(clipped, model.trainable_variables))"]
+    body += [sink_line, *applying]
     lines = GRADIENT_HEADER.splitlines() + definitions + ["def train_step(model, features):"]
     lines += ["    " + line if line else "" for line in body]
     return "\n".join(lines) + "\n", lines.index("    " + sink_line) + 1
@@ -361,6 +386,9 @@ def matrix(nested: bool = True) -> Iterator[Program]:
         yield build_gradient(source, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(GRADIENT_CARRIERS, repeat=2)):
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [outer, inner])
+    # every carrier on the way to the sink, after every carrier from the source
+    for index, (carrier, to_apply) in enumerate(itertools.product(GRADIENT_CARRIERS, APPLY_CARRIERS)):
+        yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply)
 
 
 def sample(size: int, seed: int = 25) -> List[Program]:

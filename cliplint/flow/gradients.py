@@ -196,30 +196,48 @@ class Gradients:
 
 
 APPLY_METHODS = ("apply_gradients", "apply")
-_PASS_THROUGH = ("zip", "list", "tuple")
+_COMBINERS = ("zip", "list", "tuple")
 
 
-def reaches_apply(flow: Dataflow, node: cst.CSTNode, depth: int = 0) -> bool:
-    """Does the value `node` produces end up in `optimizer.apply_gradients(...)` in this scope?"""
-    ctx = flow.ctx
-    while depth <= MAX_DEPTH:
-        parent = ctx.parent.get(node)
-        if isinstance(parent, (cst.Arg, cst.Element)):
-            node = ctx.parent.get(parent)
-            if isinstance(node, cst.Call):
-                func = node.func
-                if isinstance(func, cst.Attribute) and func.attr.value in APPLY_METHODS:
-                    return True
-                if not (isinstance(func, cst.Name) and func.value in _PASS_THROUGH):
-                    return False
-            continue
-        if isinstance(parent, cst.Assign) and parent.value is node:
-            return any(reaches_apply(flow, use, depth + 1)
-                       for target in parent.targets for name, path in target_names(target.target) if not path
-                       for use in flow.uses_after(name.value, parent))
-        if isinstance(parent, cst.Return):  # a helper returning the list: where is it called?
-            function = flow.scope_of(parent)
-            return type(function) is cst.FunctionDef and depth < MAX_DEPTH and any(
-                reaches_apply(flow, call, depth + 2) for call in flow.call_sites(function))
+def applied(flow: Dataflow, produced: cst.CSTNode) -> bool:
+    """Does the value `produced` holds reach `optimizer.apply_gradients(...)` (or Keras 3's
+    `apply`)? `produced` is a comprehension or call that makes a list, or the name or attribute
+    a loop appends to, stores into, or a clip is assigned to. Traced back from every apply's
+    arguments through the carriers (`carriers.origins`) and what combines lists into pairs
+    (`zip`, `list`, literals, comprehensions), so a carrier the engine follows for a source
+    counts on the way to the sink too."""
+    return any(_comes_from(flow, argument.value, produced, 0)
+               for call in flow.ctx.nodes(cst.Call) if _applies(call) for argument in call.args)
+
+
+def _applies(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in APPLY_METHODS
+
+
+def _comes_from(flow: Dataflow, expr: cst.BaseExpression, produced: cst.CSTNode, depth: int) -> bool:
+    if depth > MAX_DEPTH * 2:
         return False
-    return False
+    if _same_value(flow, expr, produced):
+        return True
+    parts: List[cst.BaseExpression] = []
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _COMBINERS:
+        parts = [a.value for a in expr.args]
+    elif isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+        parts = [expr.for_in.iter]  # [(g, v) for g, v in zip(clipped, variables)]
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        parts = [e.value for e in expr.elements]
+    parts += [origin.expr for origin in origins(flow, expr)]
+    return any(_comes_from(flow, part, produced, depth + 1) for part in parts)
+
+
+def _same_value(flow: Dataflow, expr: cst.BaseExpression, produced: cst.CSTNode) -> bool:
+    """`expr` is `produced`, or reads the list it names after it was made (in the same scope:
+    appends rebind nothing), or the same attribute."""
+    if expr is produced:
+        return True
+    ctx = flow.ctx
+    if isinstance(expr, cst.Name) and isinstance(produced, cst.Name):
+        return expr.value == produced.value and ctx.pre[expr] > ctx.pre[produced] \
+            and flow.scope_of(expr) is flow.scope_of(produced)
+    return isinstance(expr, cst.Attribute) and isinstance(produced, cst.Attribute) \
+        and ctx.text(expr) == ctx.text(produced)

@@ -11,7 +11,7 @@ from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
 from ..findings import UNSAFE, Fix, ProbeKind, Report
-from ..flow.gradients import APPLY_METHODS, reaches_apply
+from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import probe_roles
 from . import Invalid, Rule
@@ -251,7 +251,8 @@ class ClippedGradientsUnused(Rule):
 
     @staticmethod
     def _clipped_is_applied(ctx: Context, assign: cst.Assign, clipped: str) -> bool:
-        return any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(clipped, assign))
+        return any(applied(ctx.flow, name) for name, _ in target_names(assign.targets[0].target)
+                   if name.value == clipped)
 
     @staticmethod
     def _unclipped_applies(ctx: Context, assign, source: cst.Name, applies) -> List[cst.Call]:

@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..edits import renamed_callee
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, ProbeKind, Report
-from ..flow.gradients import reaches_apply
+from ..flow.gradients import applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
 from . import Invalid, Rule
@@ -48,20 +48,6 @@ def _carries(value: cst.BaseExpression, produced) -> bool:
     if isinstance(value, cst.Tuple) and value.elements:
         value = value.elements[0].value
     return value in produced or getattr(value, "value", None) in produced
-
-
-def list_reaches_apply(ctx: Context, node: cst.CSTNode) -> bool:
-    if isinstance(node, (cst.Name, cst.Attribute)):  # a list filled by appends, or updated in place
-        owner = ctx.flow.binding_of(node)
-        if owner is None:
-            return False
-        if isinstance(node, cst.Name):
-            return any(reaches_apply(ctx.flow, use) for use in ctx.flow.uses_after(node.value, owner.owner))
-        spelled, scope = ctx.text(node), ctx.flow.scope_of(node)
-        return any(reaches_apply(ctx.flow, use) for use in ctx.nodes(cst.Attribute)
-                   if ctx.pre[use] > ctx.post[node] and ctx.flow.scope_of(use) is scope
-                   and ctx.text(use) == spelled)
-    return reaches_apply(ctx.flow, node)
 
 
 class PerTensorClipNorm(Rule):
@@ -210,7 +196,7 @@ class PerTensorClipNorm(Rule):
                 continue
             owner = element[1].owner
             produced = result_list(ctx, call, owner)
-            if produced is not None and list_reaches_apply(ctx, produced):
+            if produced is not None and applied(ctx.flow, produced):
                 yield Report(call, (
                     "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
                     "sqrt(n) x clip_norm and its direction changes (cosine 0.55 for five layers of different "
