@@ -337,3 +337,57 @@ def result_cache(folder: str) -> Tuple[Optional[Cache], str]:
     """The result cache in `folder`, or None and why it is not used (see `open_store`)."""
     store, why = open_store(folder, "results")
     return (Cache(store) if store is not None else None), why
+
+
+# --- the last run, by what `stat` says of each file ---------------------------------------
+
+StatKey = Tuple[int, int, int, int, int]  # size, mtime_ns, ctime_ns, inode, device
+
+
+def stat_key(path: str) -> Optional[StatKey]:
+    """What `os.stat` says of a file, or None when it cannot say. The change time is set by the
+    kernel on every write and cannot be set by anyone (`touch -d` sets the modification time
+    only), so an unchanged key means unchanged bytes."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev
+
+
+class LastRun:
+    """One entry in the results store holding a whole run's results, keyed by display path,
+    each with the file's `stat_key`, the codes enabled for it and the size limit it was read
+    under: a warm run reads this one entry and stats each file instead of reading and hashing
+    every file and reading an entry for each (ruff's cache is keyed by file metadata too).
+    Authenticated like every entry; one per cliplint build, working folder and set of paths."""
+
+    def __init__(self, cache: Cache, paths) -> None:
+        self.cache = cache
+        self.name = self.entry_name(paths)
+        body = cache.store.read(self.name)
+        try:
+            self.entries: Dict[str, list] = json.loads(body) if body else {}
+        except ValueError:
+            self.entries = {}
+
+    @staticmethod
+    def entry_name(paths) -> str:
+        digest = hashlib.sha256()
+        for part in (code_fingerprint(), "last run", os.getcwd(), *sorted(os.path.abspath(p) for p in paths)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def get(self, display: str, key: Optional[StatKey], codes, limit: int) -> Optional[Tuple[List[dict], bool]]:
+        entry = self.entries.get(display)
+        if key is None or not isinstance(entry, list) or len(entry) != 5:
+            return None
+        known, known_codes, known_limit, findings, crashed = entry
+        if known != list(key) or known_codes != ",".join(sorted(codes)) or known_limit != limit:
+            return None
+        return findings, crashed
+
+    def save(self, entries: Dict[str, list]) -> None:
+        """Replace the entry when anything differs from what was read."""
+        if entries != self.entries:
+            self.cache.store.write(self.name, json.dumps(entries, separators=(",", ":")).encode())

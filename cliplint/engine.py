@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
-from .cache import result_cache
+from .cache import LastRun, result_cache, stat_key
 from .discovery import Target, discover, display_path, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
@@ -72,7 +72,7 @@ def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
 def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     """The cached result for a file whose bytes, settings and cliplint have not changed."""
     cache = result_cache(target.cache)[0]
-    if cache is None or target.kind != "file" or target.path.lower().endswith(".keras"):
+    if cache is None or not _cacheable(target):
         return None
     try:
         data = read_regular(target.path, target.settings.max_file_size)
@@ -109,17 +109,57 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
     cache, warnings = _usable_cache(cache)
     results: List = [None] * len(targets)
     misses = []
+    last = _last_run(cache, paths)
+    # stat before reading: a file written after its stat gets a new key, never an old result
+    keys = [stat_key(t.path) if last is not None and _cacheable(t) else None for t in targets]
+    remembered = [False] * len(targets)
     for index, target in enumerate(targets):
         target.cache = cache
-        hit = _cached(target) if cache is not None else None
+        hit = _remembered(last, target, keys[index]) if last is not None else None
+        remembered[index] = hit is not None
+        if hit is None and cache is not None:
+            hit = _cached(target)
         if hit is None:
             misses.append(index)
         results[index] = hit
     for index, result in zip(misses, _map(lint_target, [targets[i] for i in misses], jobs)):
         results[index] = result
+    if last is not None:
+        last.save(_entries(last, targets, keys, results, remembered))
     findings = [f for found, _ in results for f in found]
     findings.sort(key=Finding.sort_key)
     return RunResult(findings, len(targets), any(crashed for _, crashed in results), warnings)
+
+
+def _last_run(cache: Optional[str], paths: Sequence[str]) -> Optional[LastRun]:
+    store = result_cache(cache)[0] if cache is not None else None
+    return LastRun(store, paths) if store is not None else None
+
+
+def _cacheable(target: Target) -> bool:
+    return target.kind == "file" and not target.path.lower().endswith(".keras")  # an archive: read lazily
+
+
+def _remembered(last: LastRun, target: Target, key) -> Optional[Tuple[List[Finding], bool]]:
+    settings = target.settings
+    codes = settings.enabled_codes(target.path)
+    hit = last.get(target.display, key, codes, settings.max_file_size)
+    if hit is None:
+        return None
+    return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
+
+
+def _entries(last: LastRun, targets: List[Target], keys, results, remembered: List[bool]) -> dict:
+    """The next run's entries: each file that had a stat key, with its results (as they were
+    read when they came from the last run: converting thousands of findings back costs more
+    than the rest of a warm run)."""
+    entries = {}
+    for target, key, (found, crashed), same in zip(targets, keys, results, remembered):
+        if key is not None:
+            entries[target.display] = last.entries[target.display] if same else [
+                list(key), ",".join(sorted(target.settings.enabled_codes(target.path))),
+                target.settings.max_file_size, [asdict(f) for f in found], crashed]
+    return entries
 
 
 def _usable_cache(folder: Optional[str]) -> Tuple[Optional[str], List[str]]:

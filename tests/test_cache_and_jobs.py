@@ -40,9 +40,52 @@ def test_second_run_is_served_from_the_cache(tmp_path, counted):
 def test_a_clean_file_is_cached_as_an_empty_entry(tmp_path, counted):
     (tmp_path / "clean.py").write_text(BAD.replace(", clipvalue=0.5", ""))
     assert lint(tmp_path / "clean.py", tmp_path / "cache") == []
-    entries = [p for p in (tmp_path / "cache").rglob("*.json")]
+    entries = [p for p in (tmp_path / "cache" / "results").rglob("*.json") if not _is_last_run(p, tmp_path)]
     assert len(entries) == 1 and entries[0].stat().st_size == cache_module.MAC_CHARS  # only its MAC
     assert lint(tmp_path / "clean.py", tmp_path / "cache") == [] and len(counted) == 1
+
+
+def _is_last_run(entry, tmp_path):
+    """The one entry holding the whole run by file (`cache.LastRun`; a file's own entry is
+    empty or `{"findings": ...}`)."""
+    body = entry.read_bytes()[cache_module.MAC_CHARS:]
+    return bool(body) and not body.startswith(b'{"findings"')
+
+
+def test_a_warm_run_reads_no_file_whose_stat_is_unchanged(tmp_path, counted, monkeypatch):
+    """The last run's entry answers for every file whose size, times, inode and device are
+    unchanged: the file is not even read (nor its per-file entry)."""
+    (tmp_path / "a.py").write_text(BAD)
+    first = lint(tmp_path / "a.py", tmp_path / "cache")
+    reads = []
+    real = engine.read_regular
+    monkeypatch.setattr(engine, "read_regular", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    assert lint(tmp_path / "a.py", tmp_path / "cache") == first
+    assert reads == [] and len(counted) == 1
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_still_seen(tmp_path, counted):
+    """`touch -d` can put the modification time back; the change time it cannot."""
+    import os
+
+    path = tmp_path / "a.py"
+    path.write_text(BAD)
+    before = path.stat()
+    assert [f.code for f in lint(path, tmp_path / "cache")] == ["CL001"]
+    path.write_text(BAD.replace("clipvalue=0.5", "clipvalue=None"[:len("clipvalue=0.5")]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size and path.stat().st_mtime_ns == before.st_mtime_ns
+    lint(path, tmp_path / "cache")
+    assert len(counted) == 2
+
+
+def test_a_planted_last_run_entry_is_ignored(tmp_path, counted):
+    (tmp_path / "a.py").write_text(BAD)
+    lint(tmp_path / "a.py", tmp_path / "cache")
+    entry = next(p for p in (tmp_path / "cache" / "results").rglob("*.json") if _is_last_run(p, tmp_path))
+    body = entry.read_bytes()
+    entry.write_bytes(body[:cache_module.MAC_CHARS] + body[cache_module.MAC_CHARS:].replace(b"CL001", b"CL004"))
+    assert [f.code for f in lint(tmp_path / "a.py", tmp_path / "cache")] == ["CL001"]
 
 
 def test_file_edit_invalidates(tmp_path, counted):

@@ -44,8 +44,14 @@ class Checkout:
         path.write_text(text)
         return path
 
-    def run(self, *args: str, timeout: float = 300):
-        """The installed command; the timeout only turns a hang into a failure, it times nothing."""
+    def run(self, *args: str, timeout: float = 300, last_run: bool = False):
+        """The installed command; the timeout only turns a hang into a failure, it times nothing.
+        The entry holding the last run by file (`cache.LastRun`) is removed first unless
+        `last_run`: these tests attack the files' own entries, which it would answer for."""
+        if not last_run:
+            for entry in self.entries(files_only=False):
+                if entry not in self.entries():
+                    entry.unlink()
         env = {**os.environ, "NO_COLOR": "1", "XDG_CACHE_HOME": str(self.home)}
         env.pop("CLIPLINT_CACHE_DIR", None)
         return subprocess.run([sys.executable, "-m", "cliplint", *args], cwd=self.root, env=env,
@@ -59,8 +65,19 @@ class Checkout:
         assert self._outside_state() == self.before
         assert self.sentinel.read_text() == "the victim's file\n"
 
-    def entries(self, store: str = "results") -> list:
-        return sorted(p for p in (self.root / ".cliplint_cache" / store).rglob("*.json") if p.is_file())
+    def entries(self, store: str = "results", files_only: bool = True) -> list:
+        """The store's entries (results: the files' own, not the last run's, unless not `files_only`)."""
+        found = sorted(p for p in (self.root / ".cliplint_cache" / store).rglob("*.json") if p.is_file())
+        return [p for p in found if not (files_only and store == "results" and _last_run_entry(p))]
+
+
+def _last_run_entry(entry: Path) -> bool:
+    """`cache.LastRun`'s entry: a file's own is empty or `{"findings": ...}` after its MAC."""
+    try:
+        body = entry.read_bytes()[64:]
+    except OSError:  # a FIFO or a link planted by a test: not ours
+        return False
+    return bool(body) and not body.startswith(b'{"findings"')
 
 
 @pytest.fixture
@@ -248,6 +265,20 @@ def test_a_planted_entry_does_not_inject_a_confirmed_finding(checkout):
     result = checkout.run("--output-format", "json", ".")
     assert result.returncode == 0 and json.loads(result.stdout) == []
     assert "planted" not in result.stdout
+
+
+def test_a_planted_last_run_does_not_inject_a_confirmed_finding(checkout):
+    """The entry holding the whole run (`cache.LastRun`), rewritten to report a finding on the
+    clean file with the stat the file really has: its MAC no longer matches, so it is a miss."""
+    checkout.write("clean.py", CLEAN)
+    assert checkout.run(".", last_run=True).returncode == 0
+    [entry] = [e for e in checkout.entries(files_only=False) if e not in checkout.entries()]
+    data = entry.read_bytes()
+    remembered = json.loads(data[64:])
+    remembered["clean.py"][3] = [FAKE]
+    entry.write_bytes(data[:64] + json.dumps(remembered).encode())
+    result = checkout.run("--output-format", "json", ".", last_run=True)
+    assert result.returncode == 0 and json.loads(result.stdout) == []
 
 
 def test_an_authentic_entry_copied_to_another_name_is_a_miss(checkout):
