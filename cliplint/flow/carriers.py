@@ -17,6 +17,8 @@ and classifies those, to a bounded depth. The hops:
 
 `iterated(binding)` says which iterable a loop name takes its elements from (through `zip` and
 `enumerate`): an element of probabilities is probabilities, an element of a gradient list is not.
+`collected(flow, value, owner)` is the way back: the list a loop or comprehension gathers each
+value into.
 """
 from __future__ import annotations
 
@@ -95,6 +97,41 @@ def iterated(binding: Binding) -> Optional[cst.BaseExpression]:
     if value.func.value == "enumerate" and index == 1 and value.args:
         return value.args[0].value
     return None
+
+
+def collected(flow: Dataflow, value: cst.CSTNode, owner: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The node holding the list `owner` gathers each `value` into: a comprehension is its own
+    list, a mapped lambda's is the `map(...)` call; in a `for` loop (or any other block) it is
+    the list the value (or a name holding it, alone or as the first of a `(grad, var)` pair) is
+    appended to, or stored back into (`gvs[i] = (clipped, var)`); None when nothing gathers it."""
+    ctx = flow.ctx
+    if isinstance(owner, cst.Lambda):
+        return ctx.parent.get(ctx.parent.get(owner))
+    if isinstance(owner, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+        return owner
+    holding: set = {value}
+    for anc in ctx.ancestors(value):
+        if anc is owner:
+            break
+        if isinstance(anc, cst.Assign):
+            holding |= {t.target.value for t in anc.targets if isinstance(t.target, cst.Name)}
+            stored = [t.target for t in anc.targets if isinstance(t.target, cst.Subscript)]
+            if stored and _holds(anc.value, holding):
+                return stored[0].value
+    body = owner.body if isinstance(owner, cst.For) else owner
+    for call in ctx.nodes(cst.Call):
+        func = call.func
+        if ctx.encloses(body, call) and isinstance(func, cst.Attribute) and func.attr.value == "append" \
+                and call.args and _holds(call.args[0].value, holding):
+            return func.value
+    return None
+
+
+def _holds(value: cst.BaseExpression, holding: set) -> bool:
+    """Is `value` the gathered value, a name holding it, or a pair whose first element is?"""
+    if isinstance(value, cst.Tuple) and value.elements:
+        value = value.elements[0].value
+    return value in holding or getattr(value, "value", None) in holding
 
 
 def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExpression]:

@@ -11,6 +11,7 @@ from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
 from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..flow.carriers import collected
 from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import probe_roles
@@ -89,7 +90,8 @@ def _discarded(ctx: Context, call: cst.Call) -> bool:
 
 def _clipped_but_original_kept(ctx: Context, call: cst.Call) -> Optional[Tuple[str, str]]:
     """(clipped name, original name) for `c_g = tf.clip_by_norm(g, c)` whose result is never
-    read, while `g` itself is appended to a list afterwards in the same block."""
+    read, while `g` itself is gathered into a list afterwards in the same loop body or block
+    (`carriers.collected`: appended, alone or in a pair, or stored back)."""
     assign = ctx.parent.get(call)
     original = arg(call, 0, "t")
     if not (isinstance(assign, cst.Assign) and assign.value is call and len(assign.targets) == 1
@@ -102,7 +104,7 @@ def _clipped_but_original_kept(ctx: Context, call: cst.Call) -> Optional[Tuple[s
     block = _iteration(ctx, assign)
     later = [use for use in ctx.flow.uses_after(original.value, assign)
              if ctx.encloses(block, use) and ctx.flow.binding_of(use) == ctx.flow.binding_of(original)
-             and _appended(ctx, use)]
+             and collected(ctx.flow, use, block) is not None]
     return (clipped, original.value) if later else None
 
 
@@ -116,15 +118,6 @@ def _iteration(ctx: Context, assign: cst.Assign) -> cst.CSTNode:
         if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
             break
     return ctx.parent.get(ctx.parent.get(assign))
-
-
-def _appended(ctx: Context, use: cst.Name) -> bool:
-    """`kept.append(g)` or `kept.append((g, v))`."""
-    node = ctx.parent.get(use)
-    if isinstance(node, cst.Element):
-        node = ctx.parent.get(ctx.parent.get(node))
-    call = ctx.parent.get(node) if isinstance(node, cst.Arg) else None
-    return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
 
 
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:

@@ -9,45 +9,11 @@ from ..analysis import Context
 from ..edits import renamed_callee
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..flow.carriers import collected
 from ..flow.gradients import applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
 from . import Invalid, Rule
-
-
-def result_list(ctx: Context, call: cst.Call, owner: cst.CSTNode) -> Optional[cst.CSTNode]:
-    """The node whose value is the list of per-element results produced by `owner`.
-
-    A comprehension is its own list; a lambda's list is the `map(...)` call; in a `for` loop it
-    is the list the result (or a name holding it, alone or as the first of a `(grad, var)`
-    pair) is appended to, or stored back into (`gvs[i] = (clipped, var)`).
-    """
-    if isinstance(owner, cst.Lambda):
-        return ctx.parent.get(ctx.parent.get(owner))
-    if not isinstance(owner, cst.For):
-        return owner
-    produced = {call}
-    for anc in ctx.ancestors(call):
-        if anc is owner:
-            break
-        if isinstance(anc, cst.Assign):
-            produced |= {t.target.value for t in anc.targets if isinstance(t.target, cst.Name)}
-            stored = [t.target for t in anc.targets if isinstance(t.target, cst.Subscript)]
-            if stored and _carries(anc.value, produced):
-                return stored[0].value
-    for sub in ctx.nodes(cst.Call):
-        func = sub.func
-        if ctx.encloses(owner.body, sub) and isinstance(func, cst.Attribute) and func.attr.value == "append" \
-                and sub.args and _carries(sub.args[0].value, produced):
-            return func.value
-    return None
-
-
-def _carries(value: cst.BaseExpression, produced) -> bool:
-    """Is `value` the clipped result, a name holding it, or a pair whose first element is?"""
-    if isinstance(value, cst.Tuple) and value.elements:
-        value = value.elements[0].value
-    return value in produced or getattr(value, "value", None) in produced
 
 
 class PerTensorClipNorm(Rule):
@@ -195,7 +161,7 @@ class PerTensorClipNorm(Rule):
             if element is None or self._pair_by_pair(ctx, tensor, *element):
                 continue
             owner = element[1].owner
-            produced = result_list(ctx, call, owner)
+            produced = collected(ctx.flow, call, owner)
             if produced is not None and applied(ctx.flow, produced):
                 yield Report(call, (
                     "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
