@@ -64,7 +64,7 @@ class Facts:
         self.none_compare = False  # something is compared with None
         self.assigned: Dict[str, int] = {}  # name -> how many assignments bind it
         self.calls_by_name: Dict[str, List[ast.Call]] = {}  # callee (last part) -> its calls
-        self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword -> every value passed with it
+        self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword (or dict key) -> every value given it
         self.argument_callees: Set[str] = set()  # callees whose call is passed straight to another call
         self.statement_callees: Set[str] = set()  # callees whose call is a statement of its own (result unused)
         self.assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
@@ -157,7 +157,11 @@ class Facts:
         self.words.add(node.name.rsplit(".", 1)[-1])
 
     def _see_dict(self, node: ast.Dict) -> None:
-        self.words.update(k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                self.words.add(key.value)
+                # a dict may be splatted into a call (`Adam(**options)`): its values count as keywords
+                self.keyword_values.setdefault(key.value, []).append(value)
 
     def _see_call(self, node: ast.Call) -> None:
         name = callee(node)

@@ -1,7 +1,7 @@
 """CL001 conflicting-clip-options."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional
 
 import libcst as cst
 
@@ -10,14 +10,13 @@ from ..edits import statement_line, without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
-from ..flow.nodes import arg
-from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
+from ..flow.optimizers import Options, set_options
+from ..names import CLIP_OPTIONS
 from . import Invalid, Rule
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
     from ..configs import ConfigOptimizer
 
-Options = Dict[str, cst.BaseExpression]
 
 
 def construction_message(options) -> str:
@@ -148,7 +147,7 @@ class ConflictingClipOptions(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            options = self._options(ctx, call)
+            options = set_options(ctx.flow, call)
             if options is not None and len(options) > 1:
                 yield Report(call, f"{construction_message(options)}.{self._flags_note(ctx, options)}",
                              probe={"kind": ProbeKind.CONSTRUCT, "call": ctx.flow.snippet(call)},
@@ -182,54 +181,6 @@ class ConflictingClipOptions(Rule):
         return (f" The values come from command-line flags whose defaults are set: {', '.join(flagged)}; "
                 "a run that passes no flag sets them all." if flagged else "")
 
-    def _options(self, ctx: Context, call: cst.Call) -> Optional[Options]:
-        """The clip options known to be set (not None) by an optimizer-building call."""
-        name = ctx.call_name(call)
-        if name in OPTIMIZER_CLASSES:
-            return self._set_options(ctx, self._keyword_options(ctx, call))
-        if name in OPTIMIZER_FACTORIES or (
-                isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_config"
-                and ctx.qualify(call.func.value) in OPTIMIZER_CLASSES):
-            mapping = self._dict(ctx, arg(call, 0, "identifier" if name in OPTIMIZER_FACTORIES else "config"))
-            if mapping is not None and name in OPTIMIZER_FACTORIES:
-                mapping = self._dict(ctx, mapping.get("config"))
-            return self._set_options(ctx, mapping or {})
-        return None
-
-    def _keyword_options(self, ctx: Context, call: cst.Call) -> Options:
-        options: Options = {}
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
-                options[a.keyword.value] = a.value
-            elif a.star == "**":
-                splatted = self._dict(ctx, a.value) or {}
-                options.update({k: v for k, v in splatted.items() if k in CLIP_OPTIONS})
-        return options
-
-    def _dict(self, ctx: Context, expr) -> Optional[Options]:
-        """A dict literal or `dict(...)` call (directly or through a name) as key -> value node."""
-        if expr is None:
-            return None
-        expr = ctx.flow.value_of(expr)
-        if isinstance(expr, cst.Dict):
-            found: Options = {}
-            for element in expr.elements:
-                if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                    found[element.key.evaluated_value] = element.value
-            return found
-        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
-            return {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
-        return None
-
-    @staticmethod
-    def _set_options(ctx: Context, options: Options) -> Options:
-        known = {}
-        for option, value in options.items():
-            constant = ctx.flow.constant(value)
-            if constant is not UNKNOWN and constant is not None:
-                known[option] = value
-        return {o: known[o] for o in CLIP_OPTIONS if o in known}
-
     def _late_attribute(self, ctx: Context, assign: cst.Assign) -> Optional[Report]:
         """`opt = Adam(clipnorm=1.0); opt.clipvalue = 0.5` in the same scope."""
         target = assign.targets[0].target
@@ -241,7 +192,7 @@ class ConflictingClipOptions(Rule):
         built = ctx.flow.value_of(target.value)
         if not isinstance(built, cst.Call) or ctx.flow.scope_of(built) is not ctx.flow.scope_of(assign):
             return None
-        options = self._options(ctx, built)
+        options = set_options(ctx.flow, built)
         if not options or target.attr.value in options:
             return None
         late = target.attr.value

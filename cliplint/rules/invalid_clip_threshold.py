@@ -11,7 +11,8 @@ from ..facts import Facts
 from ..findings import ProbeKind, Report
 from ..flow.constants import UNKNOWN, ruled_out
 from ..flow.nodes import arg
-from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
+from ..flow.optimizers import passed_options
+from ..names import CLIP_OPTIONS
 from . import Invalid, Rule
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
@@ -115,6 +116,7 @@ class InvalidClipThreshold(Rule):
     VALID = [
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=1.0)\ng = tf.clip_by_value(g, -1.0, 1.0)\n",
         "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(clipnorm=None)\n",
+        "import tensorflow as tf\nOPTIONS = {'clipnorm': 1.0}\nopt = tf.keras.optimizers.Adam(**OPTIONS)\n",
         # bounds from variables are not literals
         "import tensorflow as tf\ny = tf.clip_by_value(x, lo, hi)\nz = tf.clip_by_norm(x, max_norm)\n",
         # a probability clip with sensible bounds
@@ -128,6 +130,11 @@ class InvalidClipThreshold(Rule):
     INVALID = [
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(0.1, clipnorm=0)\n", 2, "turn clipping off"),
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.legacy.SGD(0.1, clipvalue=-1.0)\n", 2),
+        # the options in a config dict, splatted or given to the factory (the optimizer model's carriers)
+        Invalid("import tensorflow as tf\nOPTIONS = {'learning_rate': 1e-3, 'clipnorm': 0.0}\n"
+                "opt = tf.keras.optimizers.Adam(**OPTIONS)\n", 2, "`clipnorm=0` does not clip"),
+        Invalid("import tensorflow as tf\n"
+                "opt = tf.keras.optimizers.get({'class_name': 'adam', 'config': {'global_clipnorm': 0}})\n", 2),
         Invalid("import tensorflow as tf\nclipped, _ = tf.clip_by_global_norm(grads, 0.0)\n", 2, "zeros"),
         # the guard tests another name: the default -1 still reaches the clip
         Invalid("import tensorflow as tf\ndef train_op(grads, clip=-1, use_clip=True):\n    if use_clip:\n"
@@ -159,7 +166,7 @@ class InvalidClipThreshold(Rule):
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             name = ctx.call_name(call)
-            if name in OPTIMIZER_CLASSES:
+            if passed_options(ctx.flow, call) is not None:
                 yield from self._optimizer(ctx, call)
             elif name in ("tensorflow.clip_by_norm", "tensorflow.clip_by_global_norm"):
                 threshold = arg(call, 1, "clip_norm")
@@ -176,21 +183,21 @@ class InvalidClipThreshold(Rule):
                         probe={"kind": ProbeKind.VALUE, "call": ctx.flow.snippet(call)})
 
     def _optimizer(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
-                value = _number(ctx, a.value)
-                if value is None or value > 0 or _guarded(ctx, call, a.value, value):
-                    continue
-                legacy = ".legacy." in (ctx.call_name(call) or "")
-                effect = ("tf-keras legacy optimizers zero every gradient, so training silently stops"
-                          if value == 0 else "tf-keras legacy optimizers raise ValueError at construction")
-                if legacy:
-                    message = (f"`{a.keyword.value}={value:g}` on a legacy optimizer: {effect}. Use a positive "
-                               f"threshold, or leave the option out.")
-                else:
-                    message = (f"`{a.keyword.value}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
-                               f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
-                yield Report(a, message, probe={"kind": ProbeKind.OPTIMIZER, "call": ctx.flow.snippet(call)})
+        for option, node in (passed_options(ctx.flow, call) or {}).items():
+            value = _number(ctx, node)
+            if value is None or value > 0 or _guarded(ctx, call, node, value):
+                continue
+            legacy = ".legacy." in (ctx.call_name(call) or "")
+            effect = ("tf-keras legacy optimizers zero every gradient, so training silently stops"
+                      if value == 0 else "tf-keras legacy optimizers raise ValueError at construction")
+            if legacy:
+                message = (f"`{option}={value:g}` on a legacy optimizer: {effect}. Use a positive "
+                           f"threshold, or leave the option out.")
+            else:
+                message = (f"`{option}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
+                           f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
+            anchor = ctx.parent.get(node) if isinstance(ctx.parent.get(node), cst.Arg) else node
+            yield Report(anchor, message, probe={"kind": ProbeKind.OPTIMIZER, "call": ctx.flow.snippet(call)})
 
     @staticmethod
     def _tensor_clip(ctx: Context, call: cst.Call, function: str, value: float) -> Report:
