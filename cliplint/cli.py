@@ -10,7 +10,8 @@ import difflib
 import math
 import os
 import sys
-from typing import List, NoReturn, Optional, Sequence
+from types import SimpleNamespace
+from typing import List, NoReturn, Optional, Sequence, Tuple
 
 import click
 
@@ -122,54 +123,80 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--fix-only", is_flag=True, help="Apply fixes and report no remaining findings.")
 @click.option("--show-fixes", is_flag=True, help="List each fix applied (with --fix) or offered.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
-def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
-          isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          verify_cpu, verify_file_budget, verify_unsandboxed, jobs, stdin_filename, cache_dir, no_cache, fix,
-          exit_non_zero_on_fix, unsafe_fixes, diff, fix_only, show_fixes, add_noqa) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Also say which named files were skipped, and why.")
+def check(paths: Tuple[str, ...], **flags) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
+    # One namespace for the thirty-odd flags: the helpers below take what they need from it.
+    run_check(list(paths), SimpleNamespace(**flags))
+
+
+def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
     fixing = None
     try:
         config = Config(
-            Overrides(select=_split(select) if select else None, extend_select=_split(extend_select),
-                      ignore=_split(ignore), exclude=_split(exclude) if exclude else None,
-                      extend_exclude=_split(extend_exclude), force_exclude=force_exclude,
-                      fix=_fixes_wanted(fix, fix_only, output_format), unsafe_fixes=unsafe_fixes),
-            config_file=config_file, isolated=isolated)
-        if verify:
+            Overrides(select=_split(o.select) if o.select else None, extend_select=_split(o.extend_select),
+                      ignore=_split(o.ignore), exclude=_split(o.exclude) if o.exclude else None,
+                      extend_exclude=_split(o.extend_exclude), force_exclude=o.force_exclude,
+                      fix=_fixes_wanted(o.fix, o.fix_only, o.output_format), unsafe_fixes=o.unsafe_fixes),
+            config_file=o.config_file, isolated=o.isolated)
+        if o.verify:
             from .verify import require_tensorflow
 
             require_tensorflow()
-        cache = None if no_cache else os.environ.get("CLIPLINT_CACHE_DIR", cache_dir)
-        targets = list(paths) or ["."]
-        if diff:
-            _finish(_diff(config, targets, unsafe_fixes, verify, verify_timeout, quiet))
-        if targets != ["-"] and (fix_only or fix or (fix is None and _settings_fix(config, targets[0]))):
-            fixing = _fix(config, targets, unsafe_fixes, verify, verify_timeout)
-        result = _lint(config, targets, jobs or os.cpu_count() or 1, stdin_filename, cache)
+        cache = None if o.no_cache else os.environ.get("CLIPLINT_CACHE_DIR", o.cache_dir)
+        targets = _lintable(paths, o.verbose) if paths else ["."]
+        if o.diff:
+            _finish(_diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet))
+        if _fixing(o, config, targets):
+            fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
+        result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
         for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
-        if add_noqa:
+        if o.add_noqa:
             _finish(_add_noqa(result, config, targets))
-        if verify:
+        if o.verify:
             from .verify import verify_findings
 
-            result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
-                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty(),
-                                              cpu=verify_cpu, file_budget=verify_file_budget,
-                                              unsandboxed=verify_unsandboxed)
+            result.findings = verify_findings(result.findings, timeout=o.verify_timeout, budget=o.verify_budget,
+                                              cache_folder=cache, progress=not o.quiet and sys.stderr.isatty(),
+                                              cpu=o.verify_cpu, file_budget=o.verify_file_budget,
+                                              unsandboxed=o.verify_unsandboxed)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
-    if fix_only:
+    if o.fix_only:
         result.findings = []
-    if fixing is None or not fix_only:
-        _emit(result, output_format, output_file, statistics, quiet, verify)
+    if fixing is None or not o.fix_only:
+        _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify)
     if fixing is not None:
-        _report_fixes(fixing, result, show_fixes, quiet, unsafe_fixes, output_format == "text" and not output_file)
-    elif show_fixes and not quiet:
+        _report_fixes(fixing, result, o.show_fixes, o.quiet, o.unsafe_fixes,
+                      o.output_format == "text" and not o.output_file)
+    elif o.show_fixes and not o.quiet:
         _offered_fixes(result)
-    fixed_any = exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
-    _finish(_exit_code(result, exit_zero, verify, fixed_any))
+    fixed_any = o.exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
+    _finish(_exit_code(result, o.exit_zero, o.verify, fixed_any))
+
+
+def _lintable(paths: List[str], verbose: bool) -> List[str]:
+    """The paths to lint: files named explicitly of a kind cliplint does not lint (README.md,
+    requirements.txt) are skipped, as a folder walk skips them; `-v` says so."""
+    from .discovery import lintable
+
+    kept = []
+    for path in paths:
+        if path == "-" or not os.path.isfile(path) or lintable(path):
+            kept.append(path)
+        elif verbose:
+            click.echo(f"cliplint: skipped {path}: not a file kind cliplint lints "
+                       "(Python, notebooks, YAML/JSON/TOML training configs, .keras)", err=True)
+    return kept
+
+
+def _fixing(o: SimpleNamespace, config: Config, targets: List[str]) -> bool:
+    """Does this run fix files: `--fix`, `--fix-only`, or `fix = true` (not for standard input)?"""
+    if not targets or targets == ["-"]:
+        return False
+    return o.fix_only or o.fix or (o.fix is None and _settings_fix(config, targets[0]))
 
 
 def _settings_fix(config: Config, target: str) -> bool:

@@ -25,11 +25,12 @@ except ModuleNotFoundError:  # Python < 3.11
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
+# ruff's documented list of commonly ignored folders, then cliplint's own cache and __pycache__.
 DEFAULT_EXCLUDE = (
-    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox", ".pants.d",
-    ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", "__pypackages__", "_build", "buck-out",
-    "dist", "node_modules", "venv", "__pycache__", ".cliplint_cache", "site-packages",
-    ".ipynb_checkpoints",
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache", ".nox",
+    ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", ".vscode",
+    "__pypackages__", "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
+    "__pycache__", ".cliplint_cache",
 )
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
         "force-exclude", "respect-gitignore", "max-file-size", "config-files", "fix", "unsafe-fixes"}
@@ -201,7 +202,15 @@ def selected_codes(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
                 carried = layer.ignore
         else:
             enabled = (enabled | turned_on) - (set(updates) - turned_on)
-    return enabled
+    return enabled | _unreadable_kept(selections)
+
+
+def _unreadable_kept(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
+    """CL000 stays on whatever `select` says (a file that cannot be parsed is always reported,
+    as ruff reports syntax errors): only an `ignore` naming it, by code or name, turns it off."""
+    named = any(_selector(s) == (len(UNREADABLE.code), frozenset((UNREADABLE.code,)))
+                for layer in selections for s in layer.ignore)
+    return frozenset() if named else frozenset((UNREADABLE.code,))
 
 
 @dataclass(frozen=True)

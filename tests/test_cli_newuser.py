@@ -1,0 +1,96 @@
+"""Issue 29, through the installed command: what a new user ran into (settings of a folder
+argument, CL000 under --select, files of other kinds named explicitly, default excludes, the
+verify hook's dependencies)."""
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXABLE = "import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n"
+FIXED = "import tensorflow as tf\nlp = tf.nn.log_softmax(logits)\n"
+BAD = textwrap.dedent("""\
+    import tensorflow as tf
+    opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)
+""")
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("where,args", [("", ["."]), ("", ["src/"]), ("src/", ["src/"]), ("src/", ["src"]),
+                                        ("", [])])
+def test_fix_true_applies_to_a_folder_argument(tmp_path, run_cli, where, args):
+    write(tmp_path, where + "pyproject.toml", "[tool.cliplint]\nfix = true\n")
+    train = write(tmp_path, "src/train.py", FIXABLE)
+    result = run_cli(*args)
+    assert train.read_text() == FIXED, result.stdout + result.stderr
+    assert result.returncode == 0
+
+
+def test_a_folders_own_settings_decide_its_force_exclude(tmp_path, run_cli):
+    write(tmp_path, "src/pyproject.toml", '[tool.cliplint]\nforce-exclude = true\nextend-exclude = ["gen"]\n')
+    write(tmp_path, "src/gen/train.py", BAD)
+    assert run_cli("src/gen").returncode == 0  # src/'s settings exclude src/gen, named or not
+
+
+@pytest.mark.parametrize("selection", [["--select", "CL001"], ["--select", "CL004"], ["--ignore", "CL00"],
+                                       ["--select", "log-of-softmax"]])
+def test_a_file_that_does_not_parse_is_reported_whatever_the_selection(tmp_path, run_cli, selection):
+    write(tmp_path, "broken.py", "def f(:\n")
+    result = run_cli(*selection, "--output-format", "json", "broken.py")
+    assert [r["code"] for r in json.loads(result.stdout)] == ["CL000"] and result.returncode == 1
+
+
+def test_cl000_goes_only_when_ignored_by_name(tmp_path, run_cli):
+    write(tmp_path, "broken.py", "def f(:\n")
+    for ignored in ("CL000", "unreadable-file"):
+        assert run_cli("--select", "CL001", "--ignore", ignored, "broken.py").returncode == 0
+    write(tmp_path, "pyproject.toml", '[tool.cliplint]\nselect = ["CL001"]\n')
+    assert "CL000" in run_cli("broken.py").stdout
+
+
+def test_named_files_of_other_kinds_are_skipped_with_a_note_under_verbose(tmp_path, run_cli):
+    write(tmp_path, "NOTES.md", "# Notes\n\nclipnorm clipvalue (\n")
+    write(tmp_path, "requirements.txt", "tensorflow>=2.16\n")
+    write(tmp_path, "Makefile", "all:\n\tpython train.py\n")
+    write(tmp_path, "run", "#!/usr/bin/env python3\n" + BAD)  # a script without a suffix is Python
+    write(tmp_path, "train.py", BAD)
+    quiet = run_cli("NOTES.md", "requirements.txt", "Makefile", "run", "train.py")
+    assert "CL000" not in quiet.stdout and "NOTES.md" not in quiet.stdout + quiet.stderr
+    assert re.findall(r"^(\S+?):\d+:\d+: (CL\d+)", quiet.stdout, re.M) == [("run", "CL001"), ("train.py", "CL001")]
+    verbose = run_cli("-v", "NOTES.md", "requirements.txt", "train.py")
+    assert "cliplint: skipped NOTES.md: not a file kind cliplint lints" in verbose.stderr
+    assert "cliplint: skipped requirements.txt:" in verbose.stderr
+    alone = run_cli("NOTES.md")  # nothing left to lint is not "lint the current folder"
+    assert alone.returncode == 0 and "All checks passed! (0 files checked)" in alone.stdout
+
+
+@pytest.mark.parametrize("folder", ["build", ".pytest_cache", ".vscode", ".pyenv", "site-packages", "_build"])
+def test_ruffs_default_excludes(tmp_path, run_cli, folder):
+    write(tmp_path, f"{folder}/lib/train.py", BAD)
+    write(tmp_path, "ok.py", "x = 1\n")
+    result = run_cli(".")
+    assert result.returncode == 0 and "(1 file checked)" in result.stdout
+
+
+def test_the_verify_hook_installs_the_verify_extra_with_seccomp():
+    import tomllib
+
+    hooks = {hook["id"]: hook for hook in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["verify"]
+    assert hooks["cliplint-verify"]["additional_dependencies"] == extra
+    assert any(dependency.startswith("pyseccomp") for dependency in extra)
+
+
+def test_readme_says_how_to_keep_ruff_and_flake8_from_touching_cliplint_codes():
+    readme = (ROOT / "README.md").read_text()
+    assert 'external = ["CL"]' in readme and "RUF100" in readme
+    assert "extend-select" in readme or "noqa-require-code" in readme or "flake8" in readme
