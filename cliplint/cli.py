@@ -16,7 +16,7 @@ from typing import List, NoReturn, Optional, Sequence, Tuple
 import click
 
 from . import __version__
-from .settings import Config, ConfigError, Overrides
+from .settings import RUN_DEFAULTS, SEVERITIES, Config, ConfigError, Overrides
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -93,13 +93,16 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--output-file", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
+@click.option("--fail-on", type=click.Choice(SEVERITIES),
+              help="Exit 1 on findings of this severity or worse (default warning: any finding; or `fail-on`).")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--verify", is_flag=True, help="Confirm each finding by running it against the installed TensorFlow.")
-@click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True), default=30.0, show_default=True,
-              help="Seconds per probe (more than 0).")
-@click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Wall-clock seconds for the whole --verify run (a backstop); findings left then are inconclusive.")
+@click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True),
+              help="Seconds per probe (more than 0; default 30, or `verify-timeout`).")
+@click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True),
+              help="Wall-clock seconds for the whole --verify run (a backstop; default 600, or `verify-budget`); "
+                   "findings left then are inconclusive.")
 @click.option("--verify-cpu", type=FiniteFloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="CPU seconds of the verifier per finding; a probe that uses more is inconclusive.")
 @click.option("--verify-file-budget", type=FiniteFloatRange(min=0, min_open=True), default=120.0, show_default=True,
@@ -107,11 +110,12 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--verify-unsandboxed", is_flag=True,
               help="Run --verify's snippets even where part of the worker's lock-down is unavailable "
                    "(see SECURITY.md); without it such a run executes nothing.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
-              help="Worker processes (default 0: all cores).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0),
+              help="Worker processes (default 0: all cores, or `jobs`).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
-@click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(),
-              help="Where results are cached, keyed by file content, settings and cliplint version.")
+@click.option("--cache-dir", type=click.Path(),
+              help="Where results are cached, keyed by file content, settings and cliplint version "
+                   "(default .cliplint_cache, or $CLIPLINT_CACHE_DIR, or `cache-dir`).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @click.option("--fix/--no-fix", default=None,
               help="Apply safe fixes (also `fix = true` in [tool.cliplint], which only the text output obeys).")
@@ -143,13 +147,15 @@ def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
             from .verify import require_tensorflow
 
             require_tensorflow()
-        cache = None if o.no_cache else os.environ.get("CLIPLINT_CACHE_DIR", o.cache_dir)
         targets = _lintable(paths, o.verbose) if paths else ["."]
+        _run_settings(o, config, targets)
+        cache = None if o.no_cache else o.cache_dir
         if o.diff:
             _finish(_diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet))
         if _fixing(o, config, targets):
             fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
         result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
+        result.findings = _with_severities(result.findings, config)
         for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
         if o.add_noqa:
@@ -174,7 +180,7 @@ def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
     elif o.show_fixes and not o.quiet:
         _offered_fixes(result)
     fixed_any = o.exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
-    _finish(_exit_code(result, o.exit_zero, o.verify, fixed_any))
+    _finish(_exit_code(result, o, fixed_any))
 
 
 def _lintable(paths: List[str], verbose: bool) -> List[str]:
@@ -190,6 +196,29 @@ def _lintable(paths: List[str], verbose: bool) -> List[str]:
             click.echo(f"cliplint: skipped {path}: not a file kind cliplint lints "
                        "(Python, notebooks, YAML/JSON/TOML training configs, .keras)", err=True)
     return kept
+
+
+def _run_settings(o: SimpleNamespace, config: Config, targets: List[str]) -> None:
+    """Fill in the run-wide options no flag gave: $CLIPLINT_CACHE_DIR for the cache, then the
+    settings of the first path (`[tool.cliplint]` keys fail-on, jobs, cache-dir, verify-*)."""
+    if o.cache_dir is None:
+        o.cache_dir = os.environ.get("CLIPLINT_CACHE_DIR")
+    first = o.stdin_filename if targets == ["-"] and o.stdin_filename else (targets or ["."])[0]
+    settings = config.for_path(os.path.join(first, "_") if os.path.isdir(first) else first)
+    for name in RUN_DEFAULTS:
+        if getattr(o, name) is None:
+            setattr(o, name, settings.run_setting(name))
+
+
+def _with_severities(findings, config: Config):
+    """Each finding with the severity `[tool.cliplint.severity]` gives its rule in its file's settings."""
+    from dataclasses import replace
+
+    changed = []
+    for finding in findings:
+        level = config.for_path(finding.path).severity_of(finding.code, finding.severity)
+        changed.append(finding if level == finding.severity else replace(finding, severity=level))
+    return changed
 
 
 def _fixing(o: SimpleNamespace, config: Config, targets: List[str]) -> bool:
@@ -336,12 +365,13 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
         click.echo(text, nl=False)
 
 
-def _exit_code(result, exit_zero: bool, verified: bool, fixed_any: bool = False) -> int:
+def _exit_code(result, o: SimpleNamespace, fixed_any: bool = False) -> int:
     if result.crashed:
         return EXIT_ERROR
     counted = [f for f in result.findings
-               if not (verified and f.verification and f.verification["verdict"] == "not-reproduced")]
-    return EXIT_FINDINGS if (counted or fixed_any) and not exit_zero else EXIT_CLEAN
+               if not (o.verify and f.verification and f.verification["verdict"] == "not-reproduced")
+               and (o.fail_on == "warning" or f.severity == "error")]
+    return EXIT_FINDINGS if (counted or fixed_any) and not o.exit_zero else EXIT_CLEAN
 
 
 @main.command("rules")

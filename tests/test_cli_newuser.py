@@ -94,3 +94,72 @@ def test_readme_says_how_to_keep_ruff_and_flake8_from_touching_cliplint_codes():
     readme = (ROOT / "README.md").read_text()
     assert 'external = ["CL"]' in readme and "RUF100" in readme
     assert "extend-select" in readme or "noqa-require-code" in readme or "flake8" in readme
+
+
+# --- severity gating and run-wide settings -------------------------------------------------------
+
+TWO = BAD + "probs = tf.nn.softmax(logits)\nlp = tf.math.log(probs)\n"  # CL001 and CL004
+
+
+def _codes_and_levels(result):
+    return [(r["code"], r["severity"]) for r in json.loads(result.stdout)]
+
+
+def test_fail_on_error_passes_a_run_with_warnings_only(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.cliplint.severity]\nCL = "warning"\nCL004 = "error"\n')
+    write(tmp_path, "train.py", TWO)
+    result = run_cli("--output-format", "json", "train.py")
+    assert _codes_and_levels(result) == [("CL001", "warning"), ("CL004", "error")] and result.returncode == 1
+    write(tmp_path, "pyproject.toml", '[tool.cliplint.severity]\nCL = "warning"\n')
+    text = run_cli("train.py")
+    assert "train.py:2:7: CL001 warning:" in text.stdout and text.returncode == 1  # default: any finding fails
+    passing = run_cli("--fail-on", "error", "train.py")
+    assert passing.returncode == 0 and "CL004 warning" in passing.stdout  # still shown, not blocking
+    write(tmp_path, "pyproject.toml", '[tool.cliplint]\nfail-on = "error"\n[tool.cliplint.severity]\nCL = "warning"\n')
+    assert run_cli("train.py").returncode == 0
+    assert run_cli("--fail-on", "warning", "train.py").returncode == 1  # the flag wins
+
+
+def test_severity_appears_in_every_output(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.cliplint.severity]\nconflicting-clip-options = "warning"\n')
+    write(tmp_path, "train.py", BAD)
+    sarif = json.loads(run_cli("--output-format", "sarif", "train.py").stdout)
+    assert sarif["runs"][0]["results"][0]["level"] == "warning"
+    assert run_cli("--output-format", "github", "train.py").stdout.startswith("::warning ")
+
+
+@pytest.mark.parametrize("table,message", [
+    ('[tool.cliplint.severity]\nCL001 = "info"\n', '`severity.CL001` must be "error" or "warning"'),
+    ('[tool.cliplint.severity]\nCL999 = "error"\n', "unknown rule selector 'CL999'"),
+    ('[tool.cliplint]\nfail-on = "never"\n', '`fail-on` must be "error" or "warning"'),
+    ('[tool.cliplint]\nverify-timeout = 0\n', "`verify-timeout` must be a number of seconds above 0"),
+    ('[tool.cliplint]\njobs = -1\n', "`jobs` must be a whole number, 0 or more"),
+    ('[tool.cliplint]\ncache-dir = 3\n', "`cache-dir` must be a folder path"),
+])
+def test_bad_run_settings_are_config_errors(tmp_path, run_cli, table, message):
+    write(tmp_path, "pyproject.toml", table)
+    write(tmp_path, "train.py", BAD)
+    result = run_cli("train.py")
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cache_dir_setting_and_its_precedence(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.cliplint]\ncache-dir = "build-cache/cl"\n')
+    write(tmp_path, "src/train.py", BAD)
+    run_cli("src")
+    assert (tmp_path / "build-cache" / "cl").is_dir() and not (tmp_path / ".cliplint_cache").exists()
+    run_cli("src", env={"CLIPLINT_CACHE_DIR": str(tmp_path / "from-env")})
+    assert (tmp_path / "from-env").is_dir()  # the environment wins over the file
+    run_cli("--cache-dir", "flag-cache", "src", env={"CLIPLINT_CACHE_DIR": str(tmp_path / "env2")})
+    assert (tmp_path / "flag-cache").is_dir() and not (tmp_path / "env2").exists()  # the flag over both
+
+
+def test_jobs_and_verify_settings_are_read(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.cliplint]\njobs = 1\nverify-timeout = 5\nverify-budget = 60.5\n')
+    write(tmp_path, "train.py", BAD)
+    from cliplint.settings import Config
+
+    settings = Config().for_path(str(tmp_path / "train.py"))
+    assert [settings.run_setting(n) for n in ("jobs", "verify_timeout", "verify_budget", "fail_on")] == \
+        [1, 5.0, 60.5, "warning"]
+    assert run_cli("train.py").returncode == 1
