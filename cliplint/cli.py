@@ -127,6 +127,10 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--fix-only", is_flag=True, help="Apply fixes and report no remaining findings.")
 @click.option("--show-fixes", is_flag=True, help="List each fix applied (with --fix) or offered.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
+@click.option("--write-baseline", type=click.Path(dir_okay=False),
+              help="Record today's findings in this file (for --baseline) and exit 0; fixes nothing.")
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="Report only findings this baseline file (from --write-baseline) does not hold.")
 @click.option("-v", "--verbose", is_flag=True, help="Also say which named files were skipped, and why.")
 def check(paths: Tuple[str, ...], **flags) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
@@ -137,6 +141,8 @@ def check(paths: Tuple[str, ...], **flags) -> None:
 def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
     fixing = None
     try:
+        if o.write_baseline and o.baseline:
+            raise ConfigError("--write-baseline and --baseline together: write a new baseline without --baseline")
         config = Config(
             Overrides(select=_split(o.select) if o.select else None, extend_select=_split(o.extend_select),
                       ignore=_split(o.ignore), exclude=_split(o.exclude) if o.exclude else None,
@@ -156,6 +162,10 @@ def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
             fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
         result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
         result.findings = _with_severities(result.findings, config)
+        if o.write_baseline:
+            _finish(_write_baseline(o.write_baseline, result))
+        if o.baseline:
+            _apply_baseline(o.baseline, result, o.quiet)
         for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
         if o.add_noqa:
@@ -221,9 +231,26 @@ def _with_severities(findings, config: Config):
     return changed
 
 
+def _write_baseline(path: str, result) -> int:
+    from .baseline import write
+
+    count = write(path, result.findings)
+    click.echo(f"Wrote a baseline of {count} finding{'s' if count != 1 else ''} to {path}.")
+    return EXIT_ERROR if result.crashed else EXIT_CLEAN
+
+
+def _apply_baseline(path: str, result, quiet: bool) -> None:
+    from .baseline import without_baselined
+
+    result.findings, known = without_baselined(path, result.findings)
+    if known and not quiet:
+        click.echo(f"cliplint: {known} finding{'s' if known != 1 else ''} in the baseline {path} not shown", err=True)
+
+
 def _fixing(o: SimpleNamespace, config: Config, targets: List[str]) -> bool:
-    """Does this run fix files: `--fix`, `--fix-only`, or `fix = true` (not for standard input)?"""
-    if not targets or targets == ["-"]:
+    """Does this run fix files: `--fix`, `--fix-only`, or `fix = true` (not for standard input,
+    nor while a baseline is written: that records the code as it is)?"""
+    if not targets or targets == ["-"] or o.write_baseline:
         return False
     return o.fix_only or o.fix or (o.fix is None and _settings_fix(config, targets[0]))
 

@@ -49,6 +49,7 @@ CONFIG_SKIP = (
     ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "pyproject.toml", "Cargo.toml", "poetry.toml",
     "environment.yml", "environment.yaml", "docker-compose*.y*ml", "compose.y*ml", "mkdocs.yml",
     ".readthedocs.y*ml", "codecov.y*ml", ".codecov.y*ml", "*.schema.json", ".markdownlint*", "dependabot.yml",
+    "cliplint-baseline.json",
 )
 
 
