@@ -377,6 +377,10 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
     from .report.text import statistics as statistics_table
 
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    if output_format in ("json", "json-lines", "sarif") and any(f.fix for f in result.findings):
+        from .report.fixes import with_edits
+
+        result.findings = with_edits(result.findings)
     text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified))
     if statistics and output_format == "text":
         text = statistics_table(result.findings) + "\n" if result.findings else text
