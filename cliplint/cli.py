@@ -182,13 +182,15 @@ def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
         sys.exit(EXIT_ERROR)
     if o.fix_only:
         result.findings = []
+    to_stdout = o.output_format == "text" and not o.output_file
+    fixes = _fix_report(fixing, result, o.show_fixes, o.quiet, o.unsafe_fixes) if fixing is not None else []
     if fixing is None or not o.fix_only:
-        _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify)
-    if fixing is not None:
-        _report_fixes(fixing, result, o.show_fixes, o.quiet, o.unsafe_fixes,
-                      o.output_format == "text" and not o.output_file)
-    elif o.show_fixes and not o.quiet:
-        _offered_fixes(result)
+        # on a text report the fix summary comes before its last word ("All checks passed!")
+        _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify, fixes if to_stdout else [])
+    if fixes and (o.fix_only or not to_stdout):
+        click.echo("\n".join(fixes), err=not to_stdout)
+    if fixing is None and o.show_fixes:
+        _offered_fixes(result, o.quiet)
     fixed_any = o.exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
     _finish(_exit_code(result, o, fixed_any))
 
@@ -313,41 +315,51 @@ def _diff(config: Config, targets: List[str], unsafe: Optional[bool], verify: bo
     return EXIT_FINDINGS if any(f.changed for f in fixed) else EXIT_CLEAN
 
 
-def _report_fixes(fixed, result, show_fixes: bool, quiet: bool, unsafe: Optional[bool], to_stdout: bool) -> None:
-    """The summary of a `--fix` run: ruff's "Fixed N problems (M remaining; K more with --unsafe-fixes)"."""
+def _fix_report(fixed, result, show_fixes: bool, quiet: bool, unsafe: Optional[bool]) -> List[str]:
+    """What a `--fix` run says: each fix with `--show-fixes` (also under `-q`), the verifier's
+    notes, then ruff's "Fixed N problems (M remaining; K more with --unsafe-fixes)" unless `-q`."""
     from .fix import where
 
+    lines = [f"{where(f.display, e)}: {e.code} fixed: {e.title}" for f in fixed for e in f.applied] \
+        if show_fixes else []
     if quiet:
-        return
-    count = sum(len(f.applied) for f in fixed)
-    lines = []
-    if show_fixes:
-        lines += [f"{where(f.display, e)}: {e.code} fixed: {e.title}" for f in fixed for e in f.applied]
+        return lines
     lines += [f"{where(f.display, e)}: {e.code} {note}" for f in fixed for e, note in f.notes]
+    count = sum(len(f.applied) for f in fixed)
     more = 0 if unsafe else sum(1 for f in result.findings if (f.fix or {}).get("safety") == "unsafe")
     tail = f"; {more} more with --unsafe-fixes" if more else ""
     lines.append(f"Fixed {count} problem{'s' if count != 1 else ''} ({len(result.findings)} remaining{tail}).")
-    click.echo("\n".join(lines), err=not to_stdout)
+    return lines
 
 
-def _offered_fixes(result) -> None:
+def _offered_fixes(result, quiet: bool) -> None:
+    """`--show-fixes` without `--fix`: each fix offered (also under `-q`), then how many apply."""
+    from .report.text import location
+
     offered = [f for f in result.findings if f.fix]
     if not offered:
         return
     for finding in offered:
-        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} "
-                   f"{finding.fix['safety']} fix: {finding.fix['title']}")
+        click.echo(f"{location(finding)}: {finding.code} {finding.fix['safety']} fix: {finding.fix['title']}")
     safe = sum(1 for f in offered if f.fix["safety"] == "safe")
-    click.echo(f"{safe} fixable with --fix ({len(offered) - safe} more with --fix --unsafe-fixes).")
+    if not quiet:
+        click.echo(f"{safe} fixable with --fix ({len(offered) - safe} more with --fix --unsafe-fixes).")
 
 
 def _add_noqa(result, config: Config, targets: List[str]) -> int:
     from .discovery import discover, unique
     from .fix import add_noqa_paths
+    from .report.text import location
 
     by_display = {t.display: t for t in unique(discover(targets, config)) if t.kind == "file"}
-    added = add_noqa_paths(result.findings, by_display)
+    added, left = add_noqa_paths(result.findings, by_display)
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
+    if left:
+        click.echo(f"Not suppressed: {len(left)} finding{'s' if len(left) != 1 else ''} where no comment can go "
+                   "(JSON configs and .keras archives hold no comments; CL000 is fixed, not silenced; use "
+                   "per-file-ignores or a baseline):")
+        for finding in left:
+            click.echo(f"  {location(finding)}: {finding.code}")
     return EXIT_CLEAN
 
 
@@ -372,7 +384,7 @@ def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[
 
 
 def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,
-          verified: bool) -> None:
+          verified: bool, fixes: Sequence[str] = ()) -> None:
     from .report import FORMATS, RunInfo
     from .report.text import statistics as statistics_table
 
@@ -381,7 +393,7 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
         from .report.fixes import with_edits
 
         result.findings = with_edits(result.findings)
-    text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified))
+    text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified, list(fixes)))
     if statistics and output_format == "text":
         text = statistics_table(result.findings) + "\n" if result.findings else text
     if output_file:
