@@ -459,13 +459,13 @@ def problem_matcher(editor: str) -> None:
 
 @main.command()
 def server() -> None:
-    """Run the language server for editors (LSP over stdin/stdout; needs `pip install 'cliplint[lsp]'`)."""
+    """Run the language server for editors (LSP over stdin/stdout; needs cliplint's `lsp` extra)."""
     try:
         from .server import serve
     except ModuleNotFoundError as err:
         if err.name not in ("pygls", "lsprotocol"):
             raise
-        click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: pip install 'cliplint[lsp]'",
-                   err=True)
+        click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: install cliplint's `lsp` extra "
+                   "(in a clone: pip install '.[lsp]'; see the README's Install)", err=True)
         sys.exit(EXIT_ERROR)
     serve()
