@@ -36,9 +36,16 @@ def _blocks(heading: str, language: str):
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
+LOCAL = Path("/tmp") / f"cliplint-readme-{os.getuid()}" / "cliplint"  # this checkout, under the name a clone gets
+
+
 def _local(text: str) -> str:
-    """The README's text with the repository's address pointing at this checkout."""
-    return text.replace(_homepage(), f"file://{ROOT}") if "git+" in text else text.replace(_homepage(), str(ROOT))
+    """The README's text with the repository's address pointing at this checkout (committed HEAD)."""
+    LOCAL.parent.mkdir(exist_ok=True)
+    if not LOCAL.is_symlink():
+        LOCAL.symlink_to(ROOT)
+    # file://localhost/...: pip 23 (a fresh venv's) refuses a `git+file:///` URL without a host
+    return text.replace(_homepage(), f"file://localhost{LOCAL}" if "git+" in text else str(LOCAL))
 
 
 @pytest.fixture
