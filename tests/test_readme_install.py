@@ -57,8 +57,9 @@ def venv(tmp_path):
         pytest.skip("needs git and a git checkout")
     home = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(home)], check=True)
-    site = subprocess.run([str(home / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([str(home / "bin" / "python"), "-c", purelib], capture_output=True, text=True,
+                          check=True).stdout.strip()
     Path(site, "_cliplint_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(PATH=f"{home / 'bin'}{os.pathsep}{env['PATH']}", VIRTUAL_ENV=str(home), NO_COLOR="1",
@@ -145,8 +146,9 @@ def test_the_problem_matcher_lines_run_as_written(tmp_path, venv):
     home, env = venv
     install = _local(_blocks("## Install", "bash")[2])
     assert _bash(install, tmp_path, env).returncode == 0
-    matcher = [b for b in _blocks("### GitHub Actions: code scanning (SARIF) and annotations", "yaml")
-               if "add-matcher" in b][0]
+    guide = (ROOT / "docs" / "ci.md").read_text()
+    matcher = re.findall(r"```yaml\n(.*?)```", guide.split("\n## GitHub Actions", 1)[1], re.S)[0]
+    assert "add-matcher" in matcher
     project = _project(tmp_path)
     runs = [step["run"] for step in yaml.safe_load(textwrap.dedent(matcher))]
     register, lint = (_bash(run, project, env) for run in runs)
