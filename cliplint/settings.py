@@ -353,6 +353,18 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
     return replace(settings, **changes, run=run)
 
 
+def _inside(root: str, value: str, where: str) -> str:
+    """`cache-dir` relative to the pyproject.toml's folder, as ruff's, and inside it (links
+    resolved): a checkout's settings must not make a run write elsewhere; `--cache-dir` and
+    $CLIPLINT_CACHE_DIR, which the user sets, may name any folder."""
+    folder = os.path.join(root, value)
+    real_root = os.path.realpath(root)
+    if os.path.isabs(value) or os.path.commonpath([real_root, os.path.realpath(folder)]) != real_root:
+        raise ConfigError(f"{where}: `cache-dir` must be a folder inside {root}, got {value!r} (a folder "
+                          "elsewhere: --cache-dir or $CLIPLINT_CACHE_DIR)")
+    return folder
+
+
 def _severities(table, where: str) -> Tuple[Tuple[str, str], ...]:
     """`[tool.cliplint.severity]`: rule selector -> "error" | "warning"; a more specific selector
     wins over a prefix (`CL = "warning"`, `CL004 = "error"`), as in rule selection."""
@@ -376,7 +388,7 @@ def _run_value(key: str, value, root: str, where: str):
     if key == "jobs" and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     if key == "cache-dir" and isinstance(value, str) and value:
-        return os.path.join(root, os.path.expanduser(value))  # relative to the pyproject.toml, as ruff's
+        return _inside(root, value, where)
     expected = {"fail-on": '"error" or "warning"', "verify-timeout": "a number of seconds above 0",
                 "verify-budget": "a number of seconds above 0", "jobs": "a whole number, 0 or more",
                 "cache-dir": "a folder path"}[key]

@@ -154,6 +154,19 @@ def test_cache_dir_setting_and_its_precedence(tmp_path, run_cli):
     assert (tmp_path / "flag-cache").is_dir() and not (tmp_path / "env2").exists()  # the flag over both
 
 
+@pytest.mark.parametrize("value", ["../outside", "/tmp/elsewhere", "link/cache"])
+def test_a_checkouts_cache_dir_cannot_point_outside_it(tmp_path, run_cli, value):
+    checkout, outside = tmp_path / "checkout", tmp_path / "outside"
+    outside.mkdir()
+    (checkout / "link").parent.mkdir()
+    (checkout / "link").symlink_to(outside)
+    write(checkout, "pyproject.toml", f'[tool.cliplint]\ncache-dir = "{value}"\n')
+    write(checkout, "train.py", BAD)
+    result = run_cli(".", cwd=checkout)
+    assert result.returncode == 2 and "`cache-dir` must be a folder inside" in result.stderr
+    assert list(outside.iterdir()) == []
+
+
 def test_jobs_and_verify_settings_are_read(tmp_path, run_cli):
     write(tmp_path, "pyproject.toml", '[tool.cliplint]\njobs = 1\nverify-timeout = 5\nverify-budget = 60.5\n')
     write(tmp_path, "train.py", BAD)
