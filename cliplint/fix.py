@@ -330,6 +330,37 @@ def fix_notebook(path: str, display: str, data: bytes, rules: Sequence, unsafe: 
     return FileFix(display, data, after, outcome.applied, outcome.refused, outcome.notes, diff)
 
 
+# --- the edits of each fix, for the machine outputs ---------------------------------------------
+
+# (cell or None, line, column or 0 in a notebook, code) -> (new text, (line, column), (end line, end column))
+Placed = Dict[Tuple[Optional[int], int, int, str], Tuple[str, Tuple[int, int], Tuple[int, int]]]
+
+
+def placed_fixes(path: str, data: bytes, codes) -> Placed:
+    """Every fix the rules `codes` offer in a file, placed as 1-based ranges of its text (of
+    the cell's source in a notebook, where a line IPython rewrites is never edited). A
+    notebook's key has no column: its findings' columns count indentation the program strips."""
+    rules = _rules_by_code(codes)
+    if path.lower().endswith(".ipynb"):
+        try:
+            cells = _Cells(path, cell_sources(data))
+        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+            return {}
+        placed: Placed = {}
+        for edit in offered(path, cells.program.text, rules) or []:
+            where = cells.locate(edit)
+            if where is not None:
+                number, start, end = where
+                source, line = cells.sources[number], cells.program.locate(edit.line)[1]
+                placed[(number, line, 0, edit.code)] = (edit.replacement, _point(source, start), _point(source, end))
+        return placed
+    text, failure = decode_python(path, data)
+    if failure is not None:
+        return {}
+    return {(None, e.line, e.column, e.code): (e.replacement, _point(text, e.start), _point(text, e.end))
+            for e in offered(path, text, rules) or []}
+
+
 # --- --add-noqa -----------------------------------------------------------------------------
 
 def add_noqa_text(text: str, findings: Sequence[Finding]) -> Tuple[str, int]:

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..findings import Finding
 
 Key = Tuple[Optional[int], int, int, str]  # (cell, line, column or 0 in a notebook, code)
+SOURCE_LIMIT = 256 * 1024 * 1024  # the file was linted under max-file-size; this bounds one swapped since
 
 
 def with_edits(findings: Sequence[Finding]) -> List[Finding]:
@@ -30,41 +31,18 @@ def _key(finding: Finding) -> Key:
 
 
 def _edits(path: str, findings: Sequence[Finding]) -> Dict[Key, List[dict]]:
-    from ..files import decode_python, read_regular
-    from ..fix import _Cells, _point, _rules_by_code, offered
-    from ..notebook import cell_sources
+    from ..files import read_regular
+    from ..fix import placed_fixes
 
     try:
-        data = read_regular(path, 256 * 1024 * 1024)
+        data = read_regular(path, SOURCE_LIMIT)
     except OSError:
         return {}
-    rules = _rules_by_code({f.code for f in findings})
-    found: Dict[Key, List[dict]] = {}
-    if path.lower().endswith(".ipynb"):
-        try:
-            cells = _Cells(path, cell_sources(data))
-        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
-            return {}
-        for edit in offered(path, cells.program.text, rules) or []:
-            where = cells.locate(edit)
-            if where is None:
-                continue
-            number, start, end = where
-            line = cells.program.locate(edit.line)[1]
-            source = cells.sources[number]
-            found[(number, line, 0, edit.code)] = [_ruff_edit(edit.replacement, _point(source, start),
-                                                              _point(source, end), number)]
-        return found
-    text, failure = decode_python(path, data)
-    if failure is not None:
-        return {}
-    for edit in offered(path, text, rules) or []:
-        found[(None, edit.line, edit.column, edit.code)] = [
-            _ruff_edit(edit.replacement, _point(text, edit.start), _point(text, edit.end))]
-    return found
+    placed = placed_fixes(path, data, {f.code for f in findings})
+    return {key: [_ruff_edit(content, start, end, key[0])] for key, (content, start, end) in placed.items()}
 
 
-def _ruff_edit(content: str, start: Tuple[int, int], end: Tuple[int, int], cell: Optional[int] = None) -> dict:
+def _ruff_edit(content: str, start: Tuple[int, int], end: Tuple[int, int], cell: Optional[int]) -> dict:
     edit = {"content": content, "location": {"row": start[0], "column": start[1]},
             "end_location": {"row": end[0], "column": end[1]}}
     if cell is not None:
