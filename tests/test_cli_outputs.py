@@ -86,3 +86,16 @@ def test_a_finding_not_reproduced_is_information_in_the_editor():
                               ("inconclusive", types.DiagnosticSeverity.Error)):
         checked = Finding(**{**finding.__dict__, "verification": {"verdict": verdict, "evidence": "e"}})
         assert severity(checked) == expected, verdict
+
+
+def test_the_editor_shows_the_severity_the_settings_give(tmp_path):
+    import os
+
+    from cliplint.server.documents import PYTHON, Part, Snapshot, WorkspaceSettings, diagnose
+
+    (tmp_path / "pyproject.toml").write_text('[tool.cliplint.severity]\nlog-of-softmax = "warning"\n')
+    path = os.path.join(tmp_path, "a.py")
+    text = "import tensorflow as tf\ny = tf.math.log(tf.nn.softmax(x))\n"
+    snapshot = Snapshot(path, 1, PYTHON, path, str(tmp_path), (Part(path, text, 1),))
+    (found,) = diagnose(snapshot, WorkspaceSettings())[path]
+    assert (found.code, found.severity) == ("CL004", "warning")
