@@ -25,15 +25,23 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
                ) -> Tuple[List[Finding], bool]:
     shown = display_path or path
     if not prefilter(data, rules):
-        # Still report undecodable, binary and unparsable files: the user asked for them to be
-        # linted, and which rules are selected must not decide whether a syntax error is seen.
+        # Still report undecodable or binary files: the user asked for them to be linted. A
+        # syntax error is reported in a file some rule could fire on, whichever are selected:
+        # `--select` must not hide it (CPython's parser only, no libcst).
         text, failure = decode_python(shown, data)
-        failure = failure or unparsable(text, shown)
+        if failure is None and _any_rule_could_fire(data):
+            failure = unparsable(text, shown)
         return ([failure] if failure else []), False
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
     return lint_text(path, text, rules, shown)
+
+
+def _any_rule_could_fire(data: bytes) -> bool:
+    from .rules import ALL_RULES  # already imported: the caller's rules were picked from them
+
+    return prefilter(data, ALL_RULES.values())
 
 
 def unparsable(text: str, shown: str) -> Optional[Finding]:

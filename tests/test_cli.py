@@ -480,9 +480,11 @@ def test_a_mistyped_command_is_a_usage_error(tmp_path, run_cli, typed, meant):
 
 
 def test_an_existing_path_close_to_a_command_is_linted(tmp_path, run_cli):
-    write(tmp_path, "chek", BAD)  # a file that happens to look like a typo of `check`
+    # a script that happens to look like a typo of `check` (without a suffix, a file is Python
+    # when its first line runs Python: a Makefile or LICENSE named explicitly is skipped)
+    write(tmp_path, "chek", "#!/usr/bin/env python3\n" + BAD)
     result = run_cli("chek")
-    assert result.returncode == 1 and result.stdout.startswith("chek:2:7: CL001")
+    assert result.returncode == 1 and result.stdout.startswith("chek:3:7: CL001")
     for missing in ("missing.py", "check.py", "rules/"):  # far from every command, or path-like: a missing path
         result = run_cli(missing)
         assert result.returncode == 1 and f"{missing.rstrip('/')}:1:1: CL000" in result.stdout, result.stderr
