@@ -16,7 +16,7 @@ def test_add_noqa_covers_yaml_and_toml_and_names_what_it_cannot(tmp_path, run_cl
         shutil.copy(ROOT / "fixtures" / "configs" / name, tmp_path / name)
     (tmp_path / "exp.yaml").write_text(YAML)
     (tmp_path / "train.py").write_text("import tensorflow as tf\n" + CLIP)
-    (tmp_path / "broken.py").write_text("import tensorflow as tf\ndef f(:\n")
+    (tmp_path / "broken.py").write_text("import tensorflow as tf\np = tf.nn.softmax(x)\ndef f(:\n")
     before = json.loads(run_cli("--output-format", "json", ".").stdout)
     assert {r["path"] for r in before} == {"training.toml", "sweep.json", "exp.yaml", "train.py", "broken.py"}
     result = run_cli("--add-noqa", ".")
@@ -25,7 +25,7 @@ def test_add_noqa_covers_yaml_and_toml_and_names_what_it_cannot(tmp_path, run_cl
         "Added 4 noqa directives.",
         "Not suppressed: 2 findings where no comment can go (JSON configs and .keras archives hold no comments; "
         "CL000 is fixed, not silenced; use per-file-ignores or a baseline):",
-        "  broken.py:2:7: CL000",
+        "  broken.py:3:7: CL000",
         "  sweep.json:11:5: CL001"]
     assert "    clipvalue: 0.5  # noqa: CL001\n" in (tmp_path / "exp.yaml").read_text()
     assert "    clipnorm: 1.0  # tuned\n" in (tmp_path / "exp.yaml").read_text()
