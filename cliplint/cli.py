@@ -10,12 +10,13 @@ import difflib
 import math
 import os
 import sys
-from typing import List, NoReturn, Optional, Sequence
+from types import SimpleNamespace
+from typing import List, NoReturn, Optional, Sequence, Tuple
 
 import click
 
 from . import __version__
-from .settings import Config, ConfigError, Overrides
+from .settings import RUN_DEFAULTS, SEVERITIES, Config, ConfigError, Overrides
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -92,13 +93,16 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--output-file", type=click.Path(dir_okay=False), help="Write the report here instead of stdout.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings (2 still means an error).")
+@click.option("--fail-on", type=click.Choice(SEVERITIES),
+              help="Exit 1 on findings of this severity or worse (default warning: any finding; or `fail-on`).")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
 @click.option("--verify", is_flag=True, help="Confirm each finding by running it against the installed TensorFlow.")
-@click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True), default=30.0, show_default=True,
-              help="Seconds per probe (more than 0).")
-@click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True), default=600.0, show_default=True,
-              help="Wall-clock seconds for the whole --verify run (a backstop); findings left then are inconclusive.")
+@click.option("--verify-timeout", type=FiniteFloatRange(min=0, min_open=True),
+              help="Seconds per probe (more than 0; default 30, or `verify-timeout`).")
+@click.option("--verify-budget", type=FiniteFloatRange(min=0, min_open=True),
+              help="Wall-clock seconds for the whole --verify run (a backstop; default 600, or `verify-budget`); "
+                   "findings left then are inconclusive.")
 @click.option("--verify-cpu", type=FiniteFloatRange(min=0, min_open=True), default=20.0, show_default=True,
               help="CPU seconds of the verifier per finding; a probe that uses more is inconclusive.")
 @click.option("--verify-file-budget", type=FiniteFloatRange(min=0, min_open=True), default=120.0, show_default=True,
@@ -106,11 +110,12 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--verify-unsandboxed", is_flag=True,
               help="Run --verify's snippets even where part of the worker's lock-down is unavailable "
                    "(see SECURITY.md); without it such a run executes nothing.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0,
-              help="Worker processes (default 0: all cores).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0),
+              help="Worker processes (default 0: all cores, or `jobs`).")
 @click.option("--stdin-filename", help="Lint standard input (path `-`) as if it were this file.")
-@click.option("--cache-dir", default=".cliplint_cache", show_default=True, type=click.Path(),
-              help="Where results are cached, keyed by file content, settings and cliplint version.")
+@click.option("--cache-dir", type=click.Path(),
+              help="Where results are cached, keyed by file content, settings and cliplint version "
+                   "(default .cliplint_cache, or $CLIPLINT_CACHE_DIR, or `cache-dir`).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @click.option("--fix/--no-fix", default=None,
               help="Apply safe fixes (also `fix = true` in [tool.cliplint], which only the text output obeys).")
@@ -122,54 +127,134 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--fix-only", is_flag=True, help="Apply fixes and report no remaining findings.")
 @click.option("--show-fixes", is_flag=True, help="List each fix applied (with --fix) or offered.")
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding.")
-def check(paths, select, extend_select, ignore, exclude, extend_exclude, force_exclude, config_file,
-          isolated, output_format, output_file, exit_zero, statistics, quiet, verify, verify_timeout, verify_budget,
-          verify_cpu, verify_file_budget, verify_unsandboxed, jobs, stdin_filename, cache_dir, no_cache, fix,
-          exit_non_zero_on_fix, unsafe_fixes, diff, fix_only, show_fixes, add_noqa) -> None:
+@click.option("--write-baseline", type=click.Path(dir_okay=False),
+              help="Record today's findings in this file (for --baseline) and exit 0; fixes nothing.")
+@click.option("--baseline", type=click.Path(dir_okay=False),
+              help="Report only findings this baseline file (from --write-baseline) does not hold.")
+@click.option("-v", "--verbose", is_flag=True, help="Also say which named files were skipped, and why.")
+def check(paths: Tuple[str, ...], **flags) -> None:
     """Lint PATHS (files and folders; default: the current folder)."""
+    # One namespace for the thirty-odd flags: the helpers below take what they need from it.
+    run_check(list(paths), SimpleNamespace(**flags))
+
+
+def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
     fixing = None
     try:
+        if o.write_baseline and o.baseline:
+            raise ConfigError("--write-baseline and --baseline together: write a new baseline without --baseline")
         config = Config(
-            Overrides(select=_split(select) if select else None, extend_select=_split(extend_select),
-                      ignore=_split(ignore), exclude=_split(exclude) if exclude else None,
-                      extend_exclude=_split(extend_exclude), force_exclude=force_exclude,
-                      fix=_fixes_wanted(fix, fix_only, output_format), unsafe_fixes=unsafe_fixes),
-            config_file=config_file, isolated=isolated)
-        if verify:
+            Overrides(select=_split(o.select) if o.select else None, extend_select=_split(o.extend_select),
+                      ignore=_split(o.ignore), exclude=_split(o.exclude) if o.exclude else None,
+                      extend_exclude=_split(o.extend_exclude), force_exclude=o.force_exclude,
+                      fix=_fixes_wanted(o.fix, o.fix_only, o.output_format), unsafe_fixes=o.unsafe_fixes),
+            config_file=o.config_file, isolated=o.isolated)
+        if o.verify:
             from .verify import require_tensorflow
 
             require_tensorflow()
-        cache = None if no_cache else os.environ.get("CLIPLINT_CACHE_DIR", cache_dir)
-        targets = list(paths) or ["."]
-        if diff:
-            _finish(_diff(config, targets, unsafe_fixes, verify, verify_timeout, quiet))
-        if targets != ["-"] and (fix_only or fix or (fix is None and _settings_fix(config, targets[0]))):
-            fixing = _fix(config, targets, unsafe_fixes, verify, verify_timeout)
-        result = _lint(config, targets, jobs or os.cpu_count() or 1, stdin_filename, cache)
+        targets = _lintable(paths, o.verbose) if paths else ["."]
+        _run_settings(o, config, targets)
+        cache = None if o.no_cache else o.cache_dir
+        if o.diff:
+            _finish(_diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet))
+        if _fixing(o, config, targets):
+            fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
+        result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
+        result.findings = _with_severities(result.findings, config)
+        if o.write_baseline:
+            _finish(_write_baseline(o.write_baseline, result))
+        if o.baseline:
+            _apply_baseline(o.baseline, result, o.quiet)
         for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
-        if add_noqa:
+        if o.add_noqa:
             _finish(_add_noqa(result, config, targets))
-        if verify:
+        if o.verify:
             from .verify import verify_findings
 
-            result.findings = verify_findings(result.findings, timeout=verify_timeout, budget=verify_budget,
-                                              cache_folder=cache, progress=not quiet and sys.stderr.isatty(),
-                                              cpu=verify_cpu, file_budget=verify_file_budget,
-                                              unsandboxed=verify_unsandboxed)
+            result.findings = verify_findings(result.findings, timeout=o.verify_timeout, budget=o.verify_budget,
+                                              cache_folder=cache, progress=not o.quiet and sys.stderr.isatty(),
+                                              cpu=o.verify_cpu, file_budget=o.verify_file_budget,
+                                              unsandboxed=o.verify_unsandboxed)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
         sys.exit(EXIT_ERROR)
-    if fix_only:
+    if o.fix_only:
         result.findings = []
-    if fixing is None or not fix_only:
-        _emit(result, output_format, output_file, statistics, quiet, verify)
-    if fixing is not None:
-        _report_fixes(fixing, result, show_fixes, quiet, unsafe_fixes, output_format == "text" and not output_file)
-    elif show_fixes and not quiet:
-        _offered_fixes(result)
-    fixed_any = exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
-    _finish(_exit_code(result, exit_zero, verify, fixed_any))
+    to_stdout = o.output_format == "text" and not o.output_file
+    fixes = _fix_report(fixing, result, o.show_fixes, o.quiet, o.unsafe_fixes) if fixing is not None else []
+    if fixing is None or not o.fix_only:
+        # on a text report the fix summary comes before its last word ("All checks passed!")
+        _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify, fixes if to_stdout else [])
+    if fixes and (o.fix_only or not to_stdout):
+        click.echo("\n".join(fixes), err=not to_stdout)
+    if fixing is None and o.show_fixes:
+        _offered_fixes(result, o.quiet)
+    fixed_any = o.exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
+    _finish(_exit_code(result, o, fixed_any))
+
+
+def _lintable(paths: List[str], verbose: bool) -> List[str]:
+    """The paths to lint: files named explicitly of a kind cliplint does not lint (README.md,
+    requirements.txt) are skipped, as a folder walk skips them; `-v` says so."""
+    from .discovery import lintable
+
+    kept = []
+    for path in paths:
+        if path == "-" or not os.path.isfile(path) or lintable(path):
+            kept.append(path)
+        elif verbose:
+            click.echo(f"cliplint: skipped {path}: not a file kind cliplint lints "
+                       "(Python, notebooks, YAML/JSON/TOML training configs, .keras)", err=True)
+    return kept
+
+
+def _run_settings(o: SimpleNamespace, config: Config, targets: List[str]) -> None:
+    """Fill in the run-wide options no flag gave: $CLIPLINT_CACHE_DIR for the cache, then the
+    settings of the first path (`[tool.cliplint]` keys fail-on, jobs, cache-dir, verify-*)."""
+    if o.cache_dir is None:
+        o.cache_dir = os.environ.get("CLIPLINT_CACHE_DIR")
+    first = o.stdin_filename if targets == ["-"] and o.stdin_filename else (targets or ["."])[0]
+    settings = config.for_path(os.path.join(first, "_") if os.path.isdir(first) else first)
+    for name in RUN_DEFAULTS:
+        if getattr(o, name) is None:
+            setattr(o, name, settings.run_setting(name))
+
+
+def _with_severities(findings, config: Config):
+    """Each finding with the severity `[tool.cliplint.severity]` gives its rule in its file's settings."""
+    from dataclasses import replace
+
+    changed = []
+    for finding in findings:
+        level = config.for_path(finding.path).severity_of(finding.code, finding.severity)
+        changed.append(finding if level == finding.severity else replace(finding, severity=level))
+    return changed
+
+
+def _write_baseline(path: str, result) -> int:
+    from .baseline import write
+
+    count = write(path, result.findings)
+    click.echo(f"Wrote a baseline of {count} finding{'s' if count != 1 else ''} to {path}.")
+    return EXIT_ERROR if result.crashed else EXIT_CLEAN
+
+
+def _apply_baseline(path: str, result, quiet: bool) -> None:
+    from .baseline import without_baselined
+
+    result.findings, known = without_baselined(path, result.findings)
+    if known and not quiet:
+        click.echo(f"cliplint: {known} finding{'s' if known != 1 else ''} in the baseline {path} not shown", err=True)
+
+
+def _fixing(o: SimpleNamespace, config: Config, targets: List[str]) -> bool:
+    """Does this run fix files: `--fix`, `--fix-only`, or `fix = true` (not for standard input,
+    nor while a baseline is written: that records the code as it is)?"""
+    if not targets or targets == ["-"] or o.write_baseline:
+        return False
+    return o.fix_only or o.fix or (o.fix is None and _settings_fix(config, targets[0]))
 
 
 def _settings_fix(config: Config, target: str) -> bool:
@@ -230,41 +315,51 @@ def _diff(config: Config, targets: List[str], unsafe: Optional[bool], verify: bo
     return EXIT_FINDINGS if any(f.changed for f in fixed) else EXIT_CLEAN
 
 
-def _report_fixes(fixed, result, show_fixes: bool, quiet: bool, unsafe: Optional[bool], to_stdout: bool) -> None:
-    """The summary of a `--fix` run: ruff's "Fixed N problems (M remaining; K more with --unsafe-fixes)"."""
+def _fix_report(fixed, result, show_fixes: bool, quiet: bool, unsafe: Optional[bool]) -> List[str]:
+    """What a `--fix` run says: each fix with `--show-fixes` (also under `-q`), the verifier's
+    notes, then ruff's "Fixed N problems (M remaining; K more with --unsafe-fixes)" unless `-q`."""
     from .fix import where
 
+    lines = [f"{where(f.display, e)}: {e.code} fixed: {e.title}" for f in fixed for e in f.applied] \
+        if show_fixes else []
     if quiet:
-        return
-    count = sum(len(f.applied) for f in fixed)
-    lines = []
-    if show_fixes:
-        lines += [f"{where(f.display, e)}: {e.code} fixed: {e.title}" for f in fixed for e in f.applied]
+        return lines
     lines += [f"{where(f.display, e)}: {e.code} {note}" for f in fixed for e, note in f.notes]
+    count = sum(len(f.applied) for f in fixed)
     more = 0 if unsafe else sum(1 for f in result.findings if (f.fix or {}).get("safety") == "unsafe")
     tail = f"; {more} more with --unsafe-fixes" if more else ""
     lines.append(f"Fixed {count} problem{'s' if count != 1 else ''} ({len(result.findings)} remaining{tail}).")
-    click.echo("\n".join(lines), err=not to_stdout)
+    return lines
 
 
-def _offered_fixes(result) -> None:
+def _offered_fixes(result, quiet: bool) -> None:
+    """`--show-fixes` without `--fix`: each fix offered (also under `-q`), then how many apply."""
+    from .report.text import location
+
     offered = [f for f in result.findings if f.fix]
     if not offered:
         return
     for finding in offered:
-        click.echo(f"{finding.path}:{finding.line}:{finding.column}: {finding.code} "
-                   f"{finding.fix['safety']} fix: {finding.fix['title']}")
+        click.echo(f"{location(finding)}: {finding.code} {finding.fix['safety']} fix: {finding.fix['title']}")
     safe = sum(1 for f in offered if f.fix["safety"] == "safe")
-    click.echo(f"{safe} fixable with --fix ({len(offered) - safe} more with --fix --unsafe-fixes).")
+    if not quiet:
+        click.echo(f"{safe} fixable with --fix ({len(offered) - safe} more with --fix --unsafe-fixes).")
 
 
 def _add_noqa(result, config: Config, targets: List[str]) -> int:
     from .discovery import discover, unique
     from .fix import add_noqa_paths
+    from .report.text import location
 
     by_display = {t.display: t for t in unique(discover(targets, config)) if t.kind == "file"}
-    added = add_noqa_paths(result.findings, by_display)
+    added, left = add_noqa_paths(result.findings, by_display)
     click.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.")
+    if left:
+        click.echo(f"Not suppressed: {len(left)} finding{'s' if len(left) != 1 else ''} where no comment can go "
+                   "(JSON configs and .keras archives hold no comments; CL000 is fixed, not silenced; use "
+                   "per-file-ignores or a baseline):")
+        for finding in left:
+            click.echo(f"  {location(finding)}: {finding.code}")
     return EXIT_CLEAN
 
 
@@ -289,12 +384,16 @@ def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[
 
 
 def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,
-          verified: bool) -> None:
+          verified: bool, fixes: Sequence[str] = ()) -> None:
     from .report import FORMATS, RunInfo
     from .report.text import statistics as statistics_table
 
     color = output_file is None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified))
+    if output_format in ("json", "json-lines", "sarif") and any(f.fix for f in result.findings):
+        from .report.fixes import with_edits
+
+        result.findings = with_edits(result.findings)
+    text = FORMATS[output_format](result.findings, RunInfo(result.files, color, quiet, verified, list(fixes)))
     if statistics and output_format == "text":
         text = statistics_table(result.findings) + "\n" if result.findings else text
     if output_file:
@@ -309,12 +408,13 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
         click.echo(text, nl=False)
 
 
-def _exit_code(result, exit_zero: bool, verified: bool, fixed_any: bool = False) -> int:
+def _exit_code(result, o: SimpleNamespace, fixed_any: bool = False) -> int:
     if result.crashed:
         return EXIT_ERROR
     counted = [f for f in result.findings
-               if not (verified and f.verification and f.verification["verdict"] == "not-reproduced")]
-    return EXIT_FINDINGS if (counted or fixed_any) and not exit_zero else EXIT_CLEAN
+               if not (o.verify and f.verification and f.verification["verdict"] == "not-reproduced")
+               and (o.fail_on == "warning" or f.severity == "error")]
+    return EXIT_FINDINGS if (counted or fixed_any) and not o.exit_zero else EXIT_CLEAN
 
 
 @main.command("rules")
@@ -359,13 +459,13 @@ def problem_matcher(editor: str) -> None:
 
 @main.command()
 def server() -> None:
-    """Run the language server for editors (LSP over stdin/stdout; needs `pip install 'cliplint[lsp]'`)."""
+    """Run the language server for editors (LSP over stdin/stdout; needs cliplint's `lsp` extra)."""
     try:
         from .server import serve
     except ModuleNotFoundError as err:
         if err.name not in ("pygls", "lsprotocol"):
             raise
-        click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: pip install 'cliplint[lsp]'",
-                   err=True)
+        click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: install cliplint's `lsp` extra "
+                   "(in a clone: pip install '.[lsp]'; see the README's Install)", err=True)
         sys.exit(EXIT_ERROR)
     serve()

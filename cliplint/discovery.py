@@ -90,7 +90,8 @@ def display_path(path: str) -> str:
 def discover(paths: Sequence[str], config) -> Iterator[Target]:
     """Files to lint: explicit files always (unless --force-exclude excludes them), folders walked."""
     for given in paths:
-        settings = config.for_path(given if os.path.isdir(given) else given)
+        # A folder's own pyproject.toml configures it (`cliplint src/` with src/pyproject.toml).
+        settings = config.for_path(os.path.join(given, "_") if os.path.isdir(given) else given)
         if not os.path.lexists(given):
             yield Target(given, display_path(given), settings, "missing")
         elif os.path.isdir(given):
@@ -101,6 +102,23 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
             continue
         else:
             yield Target(given, display_path(given), settings, "file")
+
+
+def lintable(path: str) -> bool:
+    """Is a file named on the command line of a kind cliplint lints: Python, a notebook, a
+    training config, or a script without a suffix whose first line runs Python? (`git diff
+    --name-only | xargs cliplint` names README.md and requirements.txt too.)"""
+    name = os.path.basename(path).lower()
+    if name.endswith(PYTHON_SUFFIXES + CONFIG_SUFFIXES):
+        return True
+    if "." in name.lstrip("."):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return True  # linted, which reports why it cannot be read
+    return first.startswith(b"#!") and b"python" in first
 
 
 def force_excluded(path: str, settings) -> bool:

@@ -27,7 +27,7 @@ from .findings import SAFE, Finding, Fix, bad_input
 from .lint import prefilter
 from .notebook import Program, cell_sources, python_cells, replace_sources
 from .rules import ALL_RULES
-from .suppress import NOQA, noqa_comments
+from .suppress import NOQA, noqa_comments, noqa_lines
 
 MAX_ROUNDS = 6
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -330,6 +330,37 @@ def fix_notebook(path: str, display: str, data: bytes, rules: Sequence, unsafe: 
     return FileFix(display, data, after, outcome.applied, outcome.refused, outcome.notes, diff)
 
 
+# --- the edits of each fix, for the machine outputs ---------------------------------------------
+
+# (cell or None, line, column or 0 in a notebook, code) -> (new text, (line, column), (end line, end column))
+Placed = Dict[Tuple[Optional[int], int, int, str], Tuple[str, Tuple[int, int], Tuple[int, int]]]
+
+
+def placed_fixes(path: str, data: bytes, codes) -> Placed:
+    """Every fix the rules `codes` offer in a file, placed as 1-based ranges of its text (of
+    the cell's source in a notebook, where a line IPython rewrites is never edited). A
+    notebook's key has no column: its findings' columns count indentation the program strips."""
+    rules = _rules_by_code(codes)
+    if path.lower().endswith(".ipynb"):
+        try:
+            cells = _Cells(path, cell_sources(data))
+        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+            return {}
+        placed: Placed = {}
+        for edit in offered(path, cells.program.text, rules) or []:
+            where = cells.locate(edit)
+            if where is not None:
+                number, start, end = where
+                source, line = cells.sources[number], cells.program.locate(edit.line)[1]
+                placed[(number, line, 0, edit.code)] = (edit.replacement, _point(source, start), _point(source, end))
+        return placed
+    text, failure = decode_python(path, data)
+    if failure is not None:
+        return {}
+    return {(None, e.line, e.column, e.code): (e.replacement, _point(text, e.start), _point(text, e.end))
+            for e in offered(path, text, rules) or []}
+
+
 # --- --add-noqa -----------------------------------------------------------------------------
 
 def add_noqa_text(text: str, findings: Sequence[Finding]) -> Tuple[str, int]:
@@ -342,8 +373,21 @@ def add_noqa_text(text: str, findings: Sequence[Finding]) -> Tuple[str, int]:
         while line in ends:
             line = ends[line]
         wanted.setdefault(line, set()).add(finding.code)
+    return _with_noqa(text, wanted, noqa_comments(text))
+
+
+def add_noqa_config(text: str, findings: Sequence[Finding]) -> Tuple[str, int]:
+    """The same for a YAML or TOML training config, where `#` starts a comment on any line
+    (a finding is on the line of a key, never inside a multi-line string)."""
+    wanted: Dict[int, set] = {}
+    for finding in findings:
+        wanted.setdefault(finding.line, set()).add(finding.code)
+    return _with_noqa(text, wanted, noqa_lines(text))
+
+
+def _with_noqa(text: str, wanted: Dict[int, set], existing: Dict[int, Optional[set]]) -> Tuple[str, int]:
+    """`text` with `# noqa: CODES` on each line of `wanted`, merged into the comment there."""
     lines = text.splitlines(keepends=True)
-    existing = noqa_comments(text)
     added = 0
     for number, codes in wanted.items():
         if not 1 <= number <= len(lines):
@@ -427,23 +471,30 @@ def _read(target: Target) -> Tuple[Optional[bytes], Optional[Finding]]:
         return None, bad_input(target.display, f"cannot read: {err.strerror or err}")
 
 
-def add_noqa_paths(findings: Sequence[Finding], targets: Dict[str, Target]) -> int:
-    """`--add-noqa` for the findings of a run (Python files and notebooks; CL000 never)."""
+NOQA_SUFFIXES = (".py", ".pyi", ".ipynb", ".yaml", ".yml", ".toml")  # the kinds that have comments
+
+
+def add_noqa_paths(findings: Sequence[Finding], targets: Dict[str, Target]) -> Tuple[int, List[Finding]]:
+    """`--add-noqa` for the findings of a run: the number of codes added, and the findings no
+    comment can suppress (a JSON config, a `.keras` archive, CL000, a file that changed)."""
     by_path: Dict[str, List[Finding]] = {}
+    left: List[Finding] = []
     for finding in findings:
-        if finding.code != "CL000" and finding.path in targets:
+        if finding.code != "CL000" and finding.path in targets and finding.path.lower().endswith(NOQA_SUFFIXES):
             by_path.setdefault(finding.path, []).append(finding)
+        else:
+            left.append(finding)
     added = 0
     for display, found in sorted(by_path.items()):
         target = targets[display]
         data, failure = _read(target)
-        if data is None:
-            continue
-        after, count = _noqa_bytes(target.path, data, found)
+        after, count = _noqa_bytes(target.path, data, found) if data is not None else (data, 0)
         if count and after != data:
             write_bytes_atomically(target.path, after)
             added += count
-    return added
+        elif not count:
+            left.extend(found)
+    return added, sorted(left, key=Finding.sort_key)
 
 
 def _noqa_bytes(path: str, data: bytes, findings: Sequence[Finding]) -> Tuple[bytes, int]:
@@ -455,8 +506,13 @@ def _noqa_bytes(path: str, data: bytes, findings: Sequence[Finding]) -> Tuple[by
             if count:
                 changed[number], added = text, added + count
         return (replace_sources(raw, changed).encode("utf-8") if changed else data), added
-    if not path.lower().endswith((".py", ".pyi")):
-        return data, 0
+    if path.lower().endswith((".yaml", ".yml", ".toml")):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data, 0
+        fixed, added = add_noqa_config(text, findings)
+        return (fixed.encode("utf-8") if added else data), added
     text, failure = decode_python(path, data)
     if failure is not None:
         return data, 0

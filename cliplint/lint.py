@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from .files import decode_python
-from .findings import Finding, bad_input
+from .findings import Finding, bad_input, syntax_error
 
 if TYPE_CHECKING:
     from .facts import Facts
@@ -25,13 +25,38 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[s
                ) -> Tuple[List[Finding], bool]:
     shown = display_path or path
     if not prefilter(data, rules):
-        # Still report undecodable or binary files: the user asked for them to be linted.
-        _, failure = decode_python(shown, data)
+        # Still report undecodable or binary files: the user asked for them to be linted. A
+        # syntax error is reported in a file some rule could fire on, whichever are selected:
+        # `--select` must not hide it (CPython's parser only, no libcst).
+        text, failure = decode_python(shown, data)
+        if failure is None and _any_rule_could_fire(data):
+            failure = unparsable(text, shown)
         return ([failure] if failure else []), False
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
     return lint_text(path, text, rules, shown)
+
+
+def _any_rule_could_fire(data: bytes) -> bool:
+    from .rules import ALL_RULES  # already imported: the caller's rules were picked from them
+
+    return prefilter(data, ALL_RULES.values())
+
+
+def unparsable(text: str, shown: str) -> Optional[Finding]:
+    """CL000 for a text CPython cannot parse, found without libcst (ruff reports every syntax
+    error too). Compiled under a name that is no file, so CPython does not read the disk."""
+    try:
+        compile(text, "<cliplint>", "exec", dont_inherit=True, flags=PYCF_ONLY_AST)
+    except SyntaxError as err:
+        return syntax_error(shown, err.msg, err.lineno or 1, max(err.offset or 1, 1))
+    except (RecursionError, MemoryError, ValueError):
+        pass  # the full linter's assessment reports these when a rule could fire
+    return None
+
+
+PYCF_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST, without importing ast for a file no rule could fire on
 
 
 def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:

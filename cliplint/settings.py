@@ -25,14 +25,21 @@ except ModuleNotFoundError:  # Python < 3.11
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
+# ruff's documented list of commonly ignored folders, then cliplint's own cache and __pycache__.
 DEFAULT_EXCLUDE = (
-    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".mypy_cache", ".nox", ".pants.d",
-    ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", "__pypackages__", "_build", "buck-out",
-    "dist", "node_modules", "venv", "__pycache__", ".cliplint_cache", "site-packages",
-    ".ipynb_checkpoints",
+    ".bzr", ".direnv", ".eggs", ".git", ".git-rewrite", ".hg", ".ipynb_checkpoints", ".mypy_cache", ".nox",
+    ".pants.d", ".pyenv", ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", ".vscode",
+    "__pypackages__", "_build", "buck-out", "build", "dist", "node_modules", "site-packages", "venv",
+    "__pycache__", ".cliplint_cache",
 )
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
-        "force-exclude", "respect-gitignore", "max-file-size", "config-files", "fix", "unsafe-fixes"}
+        "force-exclude", "respect-gitignore", "max-file-size", "config-files", "fix", "unsafe-fixes",
+        "severity", "fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir"}
+SEVERITIES = ("error", "warning")
+# The settings of a whole run, not of a file: taken from the settings of the first path named
+# (the current folder's by default), and a flag given on the command line wins.
+RUN_DEFAULTS = {"fail_on": "warning", "verify_timeout": 30.0, "verify_budget": 600.0, "jobs": 0,
+                "cache_dir": ".cliplint_cache"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 DEFAULT_CONFIG_FILES = tuple("*" + suffix for suffix in CONFIG_SUFFIXES)
 # Files that cannot hold optimizer settings: never audited unless named on the command line.
@@ -42,6 +49,7 @@ CONFIG_SKIP = (
     ".pre-commit-config.yaml", ".pre-commit-hooks.yaml", "pyproject.toml", "Cargo.toml", "poetry.toml",
     "environment.yml", "environment.yaml", "docker-compose*.y*ml", "compose.y*ml", "mkdocs.yml",
     ".readthedocs.y*ml", "codecov.y*ml", ".codecov.y*ml", "*.schema.json", ".markdownlint*", "dependabot.yml",
+    "cliplint-baseline.json",
 )
 
 
@@ -201,7 +209,15 @@ def selected_codes(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
                 carried = layer.ignore
         else:
             enabled = (enabled | turned_on) - (set(updates) - turned_on)
-    return enabled
+    return enabled | _unreadable_kept(selections)
+
+
+def _unreadable_kept(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
+    """CL000 stays on whatever `select` says (a file that cannot be parsed is always reported,
+    as ruff reports syntax errors): only an `ignore` naming it, by code or name, turns it off."""
+    named = any(_selector(s) == (len(UNREADABLE.code), frozenset((UNREADABLE.code,)))
+                for layer in selections for s in layer.ignore)
+    return frozenset() if named else frozenset((UNREADABLE.code,))
 
 
 @dataclass(frozen=True)
@@ -218,6 +234,15 @@ class Settings:
     config_files: Tuple[str, ...] = DEFAULT_CONFIG_FILES
     fix: bool = False  # `fix = true`: apply safe fixes as if `--fix` were given
     unsafe_fixes: bool = False  # `unsafe-fixes = true`: unsafe fixes too
+    severity: Tuple[Tuple[str, str], ...] = ()  # (code, "error" | "warning"): a rule's severity changed
+    run: Tuple[Tuple[str, object], ...] = ()  # the run-wide keys set here (RUN_DEFAULTS' names)
+
+    def severity_of(self, code: str, default: str) -> str:
+        return dict(self.severity).get(code, default)
+
+    def run_setting(self, name: str):
+        """A run-wide setting: this file's value, else cliplint's default."""
+        return dict(self.run).get(name, RUN_DEFAULTS[name])
 
     def relative(self, path: str) -> str:
         """`path` relative to the folder of the settings' file, with forward slashes."""
@@ -321,7 +346,53 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ConfigError(f"{where}: `max-file-size` must be a positive number of bytes, got {size!r}")
         changes["max_file_size"] = size
-    return replace(settings, **changes)
+    if "severity" in table:
+        changes["severity"] = _severities(table["severity"], where)
+    run = tuple((key.replace("-", "_"), _run_value(key, table[key], root, where))
+                for key in ("fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir") if key in table)
+    return replace(settings, **changes, run=run)
+
+
+def _inside(root: str, value: str, where: str) -> str:
+    """`cache-dir` relative to the pyproject.toml's folder, as ruff's, and inside it (links
+    resolved): a checkout's settings must not make a run write elsewhere; `--cache-dir` and
+    $CLIPLINT_CACHE_DIR, which the user sets, may name any folder."""
+    folder = os.path.join(root, value)
+    real_root = os.path.realpath(root)
+    if os.path.isabs(value) or os.path.commonpath([real_root, os.path.realpath(folder)]) != real_root:
+        raise ConfigError(f"{where}: `cache-dir` must be a folder inside {root}, got {value!r} (a folder "
+                          "elsewhere: --cache-dir or $CLIPLINT_CACHE_DIR)")
+    return folder
+
+
+def _severities(table, where: str) -> Tuple[Tuple[str, str], ...]:
+    """`[tool.cliplint.severity]`: rule selector -> "error" | "warning"; a more specific selector
+    wins over a prefix (`CL = "warning"`, `CL004 = "error"`), as in rule selection."""
+    if not isinstance(table, dict):
+        raise ConfigError(f'{where}: `severity` must be a table of rule = "error" | "warning"')
+    levels: Dict[str, str] = {}
+    for selector, level in sorted(table.items(), key=lambda item: (_selector(item[0].strip()) or (0,))[0]):
+        if level not in SEVERITIES:
+            raise ConfigError(f'{where}: `severity.{selector}` must be "error" or "warning", got {level!r}')
+        levels.update(dict.fromkeys(resolve_codes([selector], f"{where}: `severity`"), level))
+    return tuple(sorted(levels.items()))
+
+
+def _run_value(key: str, value, root: str, where: str):
+    """A run-wide key's value, checked as its flag checks it."""
+    if key == "fail-on" and value in SEVERITIES:
+        return value
+    if key in ("verify-timeout", "verify-budget") and isinstance(value, (int, float)) \
+            and not isinstance(value, bool) and 0 < value < float("inf"):
+        return float(value)
+    if key == "jobs" and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if key == "cache-dir" and isinstance(value, str) and value:
+        return _inside(root, value, where)
+    expected = {"fail-on": '"error" or "warning"', "verify-timeout": "a number of seconds above 0",
+                "verify-budget": "a number of seconds above 0", "jobs": "a whole number, 0 or more",
+                "cache-dir": "a folder path"}[key]
+    raise ConfigError(f"{where}: `{key}` must be {expected}, got {value!r}")
 
 
 @dataclass

@@ -188,7 +188,8 @@ def test_add_noqa_then_relint_reports_nothing(tmp_path):
     first = cliplint("--add-noqa", ".", cwd=tmp_path)
     assert first.returncode == 0 and "Added" in first.stdout
     assert "# noqa: CL001, CL004" in (tmp_path / "merged.py").read_text()
-    relint = cliplint(".", "--select", "CL001,CL002,CL003,CL004,CL005,CL006,CL007,CL008,CL009,CL010", cwd=tmp_path)
+    assert "  broken_syntax.py:5:1: CL000" in first.stdout  # named as not suppressed: fixed, not silenced
+    relint = cliplint(".", "--ignore", "CL000", cwd=tmp_path)  # CL000 stays on under any --select
     assert relint.returncode == 0, relint.stdout
     json.loads((tmp_path / "notebook.ipynb").read_text())
 

@@ -1,4 +1,4 @@
-"""A real editor: Emacs, in batch mode, loads the README's eglot configuration verbatim, opens a
+"""A real editor: Emacs, in batch mode, loads the eglot configuration of docs/editors.md verbatim, opens a
 training script and reads back, through flymake, the diagnostics `cliplint server` gave it."""
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ HARNESS = """
 
 
 def readme_config() -> str:
-    section = ROOT.joinpath("README.md").read_text(encoding="utf-8").split("### Emacs (eglot)", 1)[1]
+    section = ROOT.joinpath("docs", "editors.md").read_text(encoding="utf-8").split("### Emacs (eglot)", 1)[1]
     return re.search(r"```elisp\n(.*?)```", section, re.S).group(1)
 
 

@@ -1,4 +1,4 @@
-"""A real editor: Neovim, headless, runs the README's configuration for its version, opens a
+"""A real editor: Neovim, headless, runs the editors guide's (docs/editors.md) configuration for its version, opens a
 training script and reads back the diagnostics `cliplint server` gave it."""
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def nvim_version():
 
 def readme_config(version) -> str:
     """The Lua block the README gives for this Neovim version."""
-    section = ROOT.joinpath("README.md").read_text(encoding="utf-8").split("### Neovim", 1)[1].split("\n### ", 1)[0]
+    guide = ROOT.joinpath("docs", "editors.md").read_text(encoding="utf-8")
+    section = guide.split("### Neovim", 1)[1].split("\n### ", 1)[0]
     blocks = re.findall(r"Neovim (0\.\d+)[^\n]*\n\n```lua\n(.*?)```", section, re.S)
     assert [since for since, _ in blocks] == ["0.11", "0.8", "0.7"], "the README's Neovim blocks changed"
     for since, code in blocks:

@@ -1,7 +1,7 @@
 """Output formats. Each formatter turns the sorted findings of a run into text."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from ..findings import Finding
 from . import machine, text
@@ -12,11 +12,13 @@ Formatter = Callable[[List[Finding], "RunInfo"], str]
 class RunInfo:
     """What a formatter may need besides the findings."""
 
-    def __init__(self, files: int, color: bool = False, quiet: bool = False, verified: bool = False) -> None:
+    def __init__(self, files: int, color: bool = False, quiet: bool = False, verified: bool = False,
+                 fixes: Optional[List[str]] = None) -> None:
         self.files = files
         self.color = color
         self.quiet = quiet
         self.verified = verified
+        self.fixes = fixes or []  # a `--fix` run's lines, shown by the text report before its summary
 
 
 FORMATS: Dict[str, Formatter] = {

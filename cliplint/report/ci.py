@@ -14,6 +14,7 @@ from urllib.parse import quote
 from .. import __version__
 from ..files import read_regular
 from ..findings import UNREADABLE, Finding
+from .fixes import sarif_fixes
 from .links import homepage, rule_page, rule_url
 
 # The file was linted under max-file-size; this only bounds one swapped for something else since.
@@ -78,6 +79,9 @@ def sarif(findings: List[Finding], info) -> str:
             }}],
             "partialFingerprints": {"primaryLocationLineHash": f"{digest}:{seen[digest]}"},
         }
+        fixes = sarif_fixes(finding, _artifact(finding.path))
+        if fixes:
+            result["fixes"] = fixes
         properties = {}
         if finding.cell is not None:
             properties["cell"] = finding.cell

@@ -5,6 +5,7 @@ import json
 from typing import List
 
 from ..findings import Finding
+from .fixes import json_fix
 from .links import rule_url
 
 
@@ -20,6 +21,7 @@ def as_dict(finding: Finding) -> dict:
         "severity": finding.severity,
         "message": finding.message,
         "url": rule_url(finding.code),
+        "fix": json_fix(finding),
     }
     if finding.cell is not None:
         record["cell"] = finding.cell

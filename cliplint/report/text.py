@@ -50,7 +50,7 @@ def explain_hint(findings: List[Finding]) -> str:
 
 
 def render(findings: List[Finding], info) -> str:
-    lines = [line(f, info.color) for f in findings]
+    lines = [line(f, info.color) for f in findings] + info.fixes
     if not info.quiet:
         lines.append(summary(findings, info.files, info.verified))
         if findings:

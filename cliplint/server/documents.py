@@ -162,7 +162,8 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) 
         findings, _ = lint(snapshot.path, text.lstrip("\ufeff"), rules, snapshot.path)
     else:
         findings = []
-    return [finding for finding in findings if finding.code in codes]
+    # the severity `[tool.cliplint.severity]` gives a rule, as on the command line
+    return [replace(f, severity=settings.severity_of(f.code, f.severity)) for f in findings if f.code in codes]
 
 
 def notebook_json(snapshot: Snapshot) -> bytes:

@@ -50,10 +50,18 @@ def message(finding: Finding) -> str:
     return f"{finding.message} [{verification['verdict']}: {verification['evidence']}]"
 
 
+def severity(finding: Finding) -> types.DiagnosticSeverity:
+    """The rule's severity; a finding the verifier did not reproduce is shown as information,
+    as it does not fail the run either."""
+    if finding.verification and finding.verification.get("verdict") == "not-reproduced":
+        return types.DiagnosticSeverity.Information
+    return SEVERITY.get(finding.severity, types.DiagnosticSeverity.Information)
+
+
 def diagnostic(finding: Finding, lines: Sequence[str], units: Units) -> types.Diagnostic:
     return types.Diagnostic(
         range=finding_range(finding, lines, units),
-        severity=SEVERITY.get(finding.severity, types.DiagnosticSeverity.Information),
+        severity=severity(finding),
         code=finding.code,
         code_description=types.CodeDescription(href=rule_url(finding.code)),
         source=SOURCE,
