@@ -384,6 +384,10 @@ def _run_value(key: str, value, root: str, where: str):
         return value
     if key in ("verify-timeout", "verify-budget") and isinstance(value, (int, float)) \
             and not isinstance(value, bool) and 0 < value < float("inf"):
+        default = RUN_DEFAULTS[key.replace("-", "_")]
+        if value > default:  # the checkout's own code runs under these limits: it may only shorten them
+            raise ConfigError(f"{where}: `{key}` may be at most its default ({default:g} s) in settings, got "
+                              f"{value!r}; pass --{key} to allow more")
         return float(value)
     if key == "jobs" and isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value

@@ -135,6 +135,9 @@ def test_severity_appears_in_every_output(tmp_path, run_cli):
     ('[tool.cliplint.severity]\nCL999 = "error"\n', "unknown rule selector 'CL999'"),
     ('[tool.cliplint]\nfail-on = "never"\n', '`fail-on` must be "error" or "warning"'),
     ('[tool.cliplint]\nverify-timeout = 0\n', "`verify-timeout` must be a number of seconds above 0"),
+    # a checkout's settings may shorten the limits its own code runs under, never lengthen them
+    ('[tool.cliplint]\nverify-timeout = 3600\n', "`verify-timeout` may be at most its default (30 s)"),
+    ('[tool.cliplint]\nverify-budget = 1e9\n', "`verify-budget` may be at most its default (600 s)"),
     ('[tool.cliplint]\njobs = -1\n', "`jobs` must be a whole number, 0 or more"),
     ('[tool.cliplint]\ncache-dir = 3\n', "`cache-dir` must be a folder path"),
 ])
