@@ -53,6 +53,23 @@ NOT_DIFFERENTIATED = frozenset({"tensorflow.stop_gradient", "keras.ops.stop_grad
 PIPELINE_METHODS = ("map", "filter", "flat_map", "interleave")
 PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
 OVERFLOW = 80.0  # exp overflows float32 from about 88.7; a shown bound below this is safe
+CONSTANT_TENSORS = frozenset({"tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.cast",
+                              "keras.ops.convert_to_tensor", "keras.ops.cast", "keras.backend.constant"})
+SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
+# Names of label tensors: 0/1 or +-1 targets, bounded by 1 in magnitude.
+LABEL_NAMES = frozenset({"y_true", "labels", "label", "targets", "target", "y"})
+
+
+def number(flow: Dataflow, expr) -> object:
+    """The literal a value is, also wrapped in `tf.constant(...)`/`tf.cast(...)`; else UNKNOWN."""
+    value = through(flow, expr)
+    for _ in range(3):
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in CONSTANT_TENSORS and value.args:
+            value = through(flow, value.args[0].value)
+        else:
+            break
+    found = constant(flow, value)
+    return found if isinstance(found, (int, float)) and not isinstance(found, bool) else UNKNOWN
 
 
 def through(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -95,13 +112,15 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
     if depth > MAX_DEPTH:
         return False
     value = through(flow, expr)
-    number = constant(flow, value)
-    if isinstance(number, (int, float)) and not isinstance(number, bool):
-        return number < OVERFLOW
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known < OVERFLOW
     if isinstance(value, cst.Call):
         name = flow.ctx.call_name(value)
         if name in BOUNDED:
             return True
+        if name in SUBTRACTS:
+            return _is_max(flow, arg(value, 1, "y"))
         return name in REDUCTIONS and bool(value.args) and bounded_above(flow, value.args[0].value, depth + 1)
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
         return nonnegative(flow, value.expression, depth + 1)
@@ -112,9 +131,25 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
         return _is_max(flow, right) or (bounded_above(flow, left, depth + 1) and nonnegative(flow, right, depth + 1))
     if isinstance(op, cst.Add):
         return bounded_above(flow, left, depth + 1) and bounded_above(flow, right, depth + 1)
+    if isinstance(op, cst.Multiply) and _small(flow, left, depth + 1) and _small(flow, right, depth + 1):
+        return True
     if isinstance(op, (cst.Multiply, cst.Divide)):
         return _scaled_bounded(flow, left, right, isinstance(op, cst.Multiply), depth + 1)
     return False
+
+
+def _small(flow: Dataflow, expr, depth: int) -> bool:
+    """Bounded in magnitude by a small number: a clipped or squashed value, a label (0/1, +-1),
+    a small constant, or one of these negated."""
+    value = through(flow, expr)
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = through(flow, value.expression)
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return abs(known) < 10
+    if isinstance(value, cst.Name):
+        return value.value in LABEL_NAMES
+    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in BOUNDED and depth <= MAX_DEPTH
 
 
 def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> bool:
@@ -127,9 +162,9 @@ def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> 
 
 def nonpositive(flow: Dataflow, expr, depth: int = 0) -> bool:
     value = through(flow, expr)
-    number = constant(flow, value)
-    if isinstance(number, (int, float)) and not isinstance(number, bool):
-        return number <= 0
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known <= 0
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
         return nonnegative(flow, value.expression, depth + 1)
     if isinstance(value, cst.Call):
@@ -151,13 +186,16 @@ def nonnegative(flow: Dataflow, expr, depth: int = 0) -> bool:
     if depth > MAX_DEPTH:
         return False
     value = through(flow, expr)
-    number = constant(flow, value)
-    if isinstance(number, (int, float)) and not isinstance(number, bool):
-        return number >= 0
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known >= 0
     if isinstance(value, cst.Call):
         name = flow.ctx.call_name(value)
         if name in NONNEGATIVE:
             return True
+        if name in LOGS:  # log(2.0): the log of a constant of at least 1
+            inner = number(flow, arg(value, 0, "x"))
+            return inner is not UNKNOWN and inner >= 1
         return name in REDUCTIONS and bool(value.args) and nonnegative(flow, value.args[0].value, depth + 1)
     if isinstance(value, cst.BinaryOperation):
         op = value.operator

@@ -128,12 +128,19 @@ class UnstableFormula(Rule):
             if found is None:
                 continue
             kind, exp_call = found
-            if bounded_above(ctx.flow, arg(exp_call, 0, "x")):
+            if bounded_above(ctx.flow, arg(exp_call, 0, "x")) or self._custom_gradient(ctx, node):
                 continue
             severity = "error" if kind in (ProbeKind.UNSTABLE_SOFTMAX, ProbeKind.LOGSUMEXP) else "warning"
             message = f"{MESSAGES[kind]} Use `{STABLE[kind][1]}`."
             yield Report(node, message, severity=severity, probe=self._probe(ctx, node, kind, exp_call),
                          fix=self._fix(ctx, node, kind, exp_call))
+
+    @staticmethod
+    def _custom_gradient(ctx: Context, node) -> bool:
+        """Inside a `@tf.custom_gradient` function: its author wrote the stable gradient by hand."""
+        return any(isinstance(outer, cst.FunctionDef) and any(
+            ctx.qualify(d.decorator) == "tensorflow.custom_gradient" for d in outer.decorators)
+            for outer in ctx.ancestors(node))
 
     def _formula(self, ctx: Context, node) -> Optional[Tuple[ProbeKind, cst.Call]]:
         """(kind, the exp call that overflows) when `node` is one of the formulas."""
