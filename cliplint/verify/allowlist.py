@@ -33,6 +33,8 @@ _TENSORFLOW = """
     math.rsqrt rsqrt math.pow pow math.reciprocal math.acos math.asin math.xlogy math.divide_no_nan
     math.softplus nn.softplus math.l2_normalize nn.l2_normalize math.truediv truediv math.reduce_max
     math.squared_difference math.reduce_euclidean_norm nn.relu6 math.softsign
+    equal not_equal greater greater_equal less less_equal math.equal math.not_equal math.greater
+    math.greater_equal math.less math.less_equal
 """
 # TF 1 names, each by its own full name: the ones a file importing `tensorflow.compat.v1 as tf`
 # uses, and the targets of the migration shim (`tf.log` gone from TF 2 runs as `tf.compat.v1.log`).

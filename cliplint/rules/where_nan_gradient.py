@@ -1,0 +1,170 @@
+"""CL015 where-nan-gradient."""
+from __future__ import annotations
+
+from typing import Iterator, Optional, Tuple
+
+import libcst as cst
+
+from ..analysis import Context
+from ..facts import Facts
+from ..findings import SAFE, Fix, ProbeKind, Report
+from ..flow.constants import UNKNOWN
+from ..flow.formulas import DIVIDES, LOGS, in_pipeline, mentions, stopped, through
+from ..flow.nodes import arg, walk
+from . import Invalid, Rule
+
+WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
+                    "keras.ops.where"})
+# Functions whose slope is infinite or undefined at the point a comparison with a constant masks.
+SINGULAR = LOGS | frozenset({
+    "tensorflow.math.rsqrt", "tensorflow.rsqrt", "tensorflow.math.reciprocal", "tensorflow.reciprocal",
+    "keras.ops.reciprocal", "tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
+    "keras.ops.arccos", "keras.ops.arcsin"})
+POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
+# The safe value put in place of the masked input: inside every function's domain, away from its edges.
+SAFE_VALUE = {"tensorflow.math.acos": "0.0", "tensorflow.acos": "0.0", "tensorflow.math.asin": "0.0",
+              "tensorflow.asin": "0.0", "keras.ops.arccos": "0.0", "keras.ops.arcsin": "0.0"}
+NOT_DIFFERENTIATED_WORDS = frozenset({"mask", "label", "labels", "shape", "length", "lengths", "count", "counts"})
+
+
+class WhereNanGradient(Rule):
+    code = "CL015"
+    name = "where-nan-gradient"
+    summary = "`tf.where(cond, f(x), other)` masks the point where `f` is undefined, but its gradient is still NaN."
+    severity = "error"
+    tokens = (b"where(",)
+    why = """
+        `tf.where` computes both branches and sends the gradient through the one that is not
+        selected multiplied by 0. Where that branch is `log(x)`, `1 / x`, `pow(x, p)` with
+        `p < 1`, `rsqrt`, `reciprocal`, `acos` or `asin` at the point the condition masks, its
+        slope is infinite and `0 * inf = nan`. Measured (TF 2.21): `tf.where(v > 0, log(v), 0)` at
+        `[0., 2.]` has the value 0.693 but the gradient `[nan, 0.5]`; `keras.ops.where` is the same.
+        One NaN gradient makes every weight NaN at the next step, and clipping cannot repair it.
+        `sqrt` alone is not reported: TensorFlow masks its gradient (measured: no NaN).
+    """
+    example = """
+        safe_log = tf.where(v > 0, tf.math.log(v), 0.0)
+        inverse = tf.where(d != 0, 1.0 / d, 0.0)
+    """
+    instead = """
+        safe_log = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)   # the double where
+        inverse = tf.math.divide_no_nan(1.0, d)
+        entropy = tf.math.xlogy(p, p)
+    """
+    fixes = """
+        **Safe**: the double where. The masked input inside `f` is replaced by
+        `where(cond, x, 1.0)` (0.0 for `acos`/`asin`), with the where function and condition as
+        written, so the value is unchanged and the branch that is not selected has a finite
+        slope. Offered when the condition and the input are names, attributes or constants.
+    """
+    VALID = [
+        # the double where
+        "import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)\n",
+        "import tensorflow as tf\nh = tf.math.xlogy(p, p)\nr = tf.math.divide_no_nan(1.0, d)\n",
+        # sqrt is masked by TensorFlow
+        "import tensorflow as tf\ns = tf.where(v > 0, tf.sqrt(v), 0.0)\n",
+        # the condition is not about the input
+        "import tensorflow as tf\ny = tf.where(training, tf.math.log(v), v)\n",
+        # an input pipeline: no gradient
+        "import tensorflow as tf\ndef prep(x):\n    return tf.where(x > 0, tf.math.log(x), 0.0)\n"
+        "ds = tf.data.Dataset.from_tensor_slices(a).map(prep)\n",
+        # NumPy
+        "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(v), 0.0)\n", 2, "0 * inf"),
+        Invalid("import tensorflow as tf\ny = tf.where(tf.equal(d, 0.0), tf.zeros_like(d), 1.0 / d)\n", 2),
+        Invalid("import tensorflow as tf\ny = tf.where(r > 0.0, tf.pow(r, -0.5), 0.0)\n", 2),
+        Invalid("import keras\nfrom keras import ops\ny = ops.where(v > 0, ops.log(v), 0)\n", 3),
+        Invalid("import tensorflow as tf\ndef entropy(p):\n    lg = tf.math.log(p)\n"
+                "    return -tf.reduce_sum(tf.where(p > 0.0, p * lg, tf.zeros_like(p)))\n", 4),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("where")
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if ctx.call_name(call) not in WHERES or len(call.args) < 3:
+                continue
+            found = self._masked(ctx, call)
+            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call):
+                continue
+            singular, x, compared = found
+            text = ctx.text(singular).strip().splitlines()[0][:60]
+            message = (f"`{text}` is masked by the `where`, but its gradient is not: the branch that is not selected is "
+                       f"still differentiated, and at the masked point its slope is infinite, so the gradient is "
+                       f"0 * inf = nan (measured: `tf.where(v > 0, log(v), 0)` at 0 has gradient NaN). Use the double "
+                       f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
+                       f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
+            probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call), "inputs": [ctx.flow.snippet(compared)]}
+            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x))
+
+    def _masked(self, ctx: Context, where: cst.Call) -> Optional[Tuple[cst.CSTNode, cst.BaseExpression, cst.CSTNode]]:
+        """(the singular sub-expression, its input, the input as the condition compares it) when a branch holds `f(x)` with `f` singular at
+        the point the condition (a comparison of `x` with a constant) masks."""
+        compared = self._compared(ctx, where.args[0].value)
+        if compared is None or mentions(compared, NOT_DIFFERENTIATED_WORDS):
+            return None
+        for branch in (where.args[1].value, where.args[2].value):
+            found = self._singular(ctx, branch, ctx.text(compared), 0)
+            if found is not None:
+                return (*found, compared)
+        return None
+
+    @staticmethod
+    def _compared(ctx: Context, cond) -> Optional[cst.BaseExpression]:
+        """`x` in `x > 0`, `0 < x`, `tf.equal(x, 0)`, `tf.greater(x, 0.)`, `tf.not_equal(x, 0)`."""
+        cond = through(ctx.flow, cond)
+        if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
+            left, right = cond.left, cond.comparisons[0].comparator
+        elif isinstance(cond, cst.Call) and (ctx.call_name(cond) or "").rsplit(".", 1)[-1] in (
+                "equal", "not_equal", "greater", "greater_equal", "less", "less_equal") and len(cond.args) >= 2:
+            left, right = cond.args[0].value, cond.args[1].value
+        else:
+            return None
+        if ctx.flow.constant(right) is not UNKNOWN:
+            return left
+        return right if ctx.flow.constant(left) is not UNKNOWN else None
+
+    def _singular(self, ctx: Context, expr, x: str, depth: int):
+        if depth > 3:
+            return None
+        expr = through(ctx.flow, expr) if isinstance(expr, cst.Name) else expr
+        if isinstance(expr, cst.Call):
+            name = ctx.call_name(expr)
+            inner = arg(expr, 0, "x")
+            if name in SINGULAR and inner is not None and ctx.text(inner) == x:
+                return expr, inner
+            if name in POWERS and inner is not None and ctx.text(inner) == x and self._fractional(ctx, arg(expr, 1, "y")):
+                return expr, inner
+            if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
+                return expr, arg(expr, 1, "y")
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Divide) and ctx.text(expr.right) == x:
+                return expr, expr.right
+            if isinstance(expr.operator, cst.Power) and ctx.text(expr.left) == x and self._fractional(ctx, expr.right):
+                return expr, expr.left
+            return self._singular(ctx, expr.left, x, depth + 1) or self._singular(ctx, expr.right, x, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._singular(ctx, expr.expression, x, depth + 1)
+        return None
+
+    @staticmethod
+    def _fractional(ctx: Context, power) -> bool:
+        value = ctx.flow.constant(power)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1 and value != 0
+
+    @staticmethod
+    def _fix(ctx: Context, where: cst.Call, singular, x) -> Optional[Fix]:
+        cond = where.args[0].value
+        plain = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Comparison)
+        if not isinstance(x, (cst.Name, cst.Attribute)) or not isinstance(cond, plain) \
+                or any(isinstance(n, cst.Call) for n in walk(cond)):
+            return None
+        value = SAFE_VALUE.get(ctx.call_name(singular) or "", "1.0")
+        guarded = cst.Call(func=where.func, args=(cst.Arg(cond, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                                 cst.Arg(x, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                                 cst.Arg(cst.Float(value))))
+        return Fix(f"guard the input: `{ctx.text(guarded)}` (the double where)", SAFE, ((x, guarded),))
+
