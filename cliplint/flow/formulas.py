@@ -244,12 +244,14 @@ def operands(diff) -> tuple:
     return arg(diff, 0, "x"), arg(diff, 1, "y")
 
 
-def pairwise(flow: Dataflow, diff) -> bool:
-    """`r[:, None] - r[None, :]`, `expand_dims(r, 1) - expand_dims(r, 0)`: one set against itself,
-    so the diagonal is always zero."""
+def pairwise(flow: Dataflow, diff) -> Optional[cst.BaseExpression]:
+    """`r` in `r[:, None] - r[None, :]`, `expand_dims(r, 1) - expand_dims(r, 0)`: one set against
+    itself, so the diagonal is always zero; else None."""
     left, right = operands(diff)
     a, b = _broadcast_base(flow, left), _broadcast_base(flow, right)
-    return a is not None and b is not None and _same(flow, a, b) and flow.ctx.text(left) != flow.ctx.text(right)
+    if a is not None and b is not None and _same(flow, a, b) and flow.ctx.text(left) != flow.ctx.text(right):
+        return a
+    return None
 
 
 def _broadcast_base(flow: Dataflow, expr) -> Optional[cst.BaseExpression]:
