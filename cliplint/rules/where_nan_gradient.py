@@ -1,7 +1,7 @@
 """CL015 where-nan-gradient."""
 from __future__ import annotations
 
-from typing import Iterator, Optional, Tuple
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -90,18 +90,23 @@ class WhereNanGradient(Rule):
             found = self._masked(ctx, call)
             if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call):
                 continue
-            singular, x, compared = found
+            singular, x, compared, held = found
             text = ctx.text(singular).strip().splitlines()[0][:60]
             message = (f"`{text}` is masked by the `where`, but its gradient is not: the branch that is not selected is "
                        f"still differentiated, and at the masked point its slope is infinite, so the gradient is "
                        f"0 * inf = nan (measured: `tf.where(v > 0, log(v), 0)` at 0 has gradient NaN). Use the double "
                        f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
                        f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
-            probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call), "inputs": [ctx.flow.snippet(compared)]}
-            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x))
+            probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call),
+                     "inputs": [ctx.flow.snippet(compared)]}
+            assign = ctx.parent.get(ctx.flow.value_of(held)) if held is not None else None
+            if isinstance(assign, cst.Assign):  # the name holding the singular value: replayed first
+                probe["setup"] = ctx.flow.snippet(assign)
+            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x) if held is None else None)
 
-    def _masked(self, ctx: Context, where: cst.Call) -> Optional[Tuple[cst.CSTNode, cst.BaseExpression, cst.CSTNode]]:
-        """(the singular sub-expression, its input, the input as the condition compares it) when a branch holds `f(x)` with `f` singular at
+    def _masked(self, ctx: Context, where: cst.Call) -> Optional[tuple]:
+        """(the singular sub-expression, its input, the input as the condition compares it, the
+        name it is reached through or None) when a branch holds `f(x)` with `f` singular at
         the point the condition (a comparison of `x` with a constant) masks."""
         compared = self._compared(ctx, where.args[0].value)
         if compared is None or mentions(compared, NOT_DIFFERENTIATED_WORDS):
@@ -109,7 +114,8 @@ class WhereNanGradient(Rule):
         for branch in (where.args[1].value, where.args[2].value):
             found = self._singular(ctx, branch, ctx.text(compared), 0)
             if found is not None:
-                return (*found, compared)
+                singular, x, held = found
+                return singular, x, compared, held
         return None
 
     @staticmethod
@@ -127,24 +133,30 @@ class WhereNanGradient(Rule):
             return left
         return right if ctx.flow.constant(left) is not UNKNOWN else None
 
-    def _singular(self, ctx: Context, expr, x: str, depth: int):
+    def _singular(self, ctx: Context, expr, x: str, depth: int, held=None):
+        """(the singular expression, its input, the name it was reached through or None)."""
         if depth > 3:
             return None
-        expr = through(ctx.flow, expr) if isinstance(expr, cst.Name) else expr
+        if isinstance(expr, cst.Name) and held is None and through(ctx.flow, expr) is not expr:
+            return self._singular(ctx, through(ctx.flow, expr), x, depth + 1, expr)
+        found = self._singular_here(ctx, expr, x, depth)
+        return (found[0], found[1], held or found[2]) if found is not None else None
+
+    def _singular_here(self, ctx: Context, expr, x: str, depth: int):
         if isinstance(expr, cst.Call):
             name = ctx.call_name(expr)
             inner = arg(expr, 0, "x")
             if name in SINGULAR and inner is not None and ctx.text(inner) == x:
-                return expr, inner
+                return expr, inner, None
             if name in POWERS and inner is not None and ctx.text(inner) == x and self._fractional(ctx, arg(expr, 1, "y")):
-                return expr, inner
+                return expr, inner, None
             if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
-                return expr, arg(expr, 1, "y")
+                return expr, arg(expr, 1, "y"), None
         if isinstance(expr, cst.BinaryOperation):
             if isinstance(expr.operator, cst.Divide) and ctx.text(expr.right) == x:
-                return expr, expr.right
+                return expr, expr.right, None
             if isinstance(expr.operator, cst.Power) and ctx.text(expr.left) == x and self._fractional(ctx, expr.right):
-                return expr, expr.left
+                return expr, expr.left, None
             return self._singular(ctx, expr.left, x, depth + 1) or self._singular(ctx, expr.right, x, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
             return self._singular(ctx, expr.expression, x, depth + 1)

@@ -48,24 +48,32 @@ class _Bind(ast.NodeTransformer):
         return super().visit(node)
 
 
-def _bound_code(probe: dict) -> Tuple[str, int]:
-    """The expression's code with its inputs replaced by the probe's names, and how many were."""
+def _bound_code(probe: dict, field: str) -> Tuple[str, int]:
+    """A snippet's code with the inputs replaced by the probe's names, and how many were."""
     targets = [(ast.dump(tree_of(s["code"]).body[0].value), INPUT) for s in probe.get("inputs") or () if s]
     targets += [(ast.dump(tree_of(s["code"]).body[0].value), EXP_INPUT) for s in probe.get("exp_inputs") or () if s]
-    tree = tree_of(probe["expr"]["code"])
+    tree = tree_of(probe[field]["code"])
     binder = _Bind(targets)
     tree = ast.fix_missing_locations(binder.visit(tree))
     return ast.unparse(tree), binder.found
 
 
 def _value_and_gradient(probe: dict, values, assumptions: List[str]):
-    code, found = _bound_code(probe)
-    if not found:
+    """The expression on the stand-in, after its `setup` (the assignment of a name it reads that
+    holds the singular value, `logp = tf.math.log(p)`), with the same inputs bound."""
+    code, found = _bound_code(probe, "expr")
+    setup, found_in_setup = _bound_code(probe, "setup") if probe.get("setup") else ("", 0)
+    if not found + found_in_setup:
         raise ValueError("the expression's input could not be located")
     stand_in = tf.Variable(values)
     with tf.GradientTape() as tape:
         bound = {INPUT: stand_in, EXP_INPUT: tf.exp(stand_in)}
-        value = tf.cast(execute(code, namespace({**probe["expr"], "code": code}, bound, assumptions)), tf.float32)
+        ns = namespace({**probe["expr"], "code": code}, bound, assumptions)
+        if setup:
+            ns.update({k: v for k, v in namespace({**probe["setup"], "code": setup}, bound, assumptions).items()
+                       if k not in ns})
+            execute(setup, ns)
+        value = tf.cast(execute(code, ns), tf.float32)
         total = tf.reduce_sum(value)
     grad = tape.gradient(total, stand_in)
     grad = np.zeros_like(values) if grad is None else np.asarray(grad)
