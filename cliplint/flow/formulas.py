@@ -317,6 +317,52 @@ def _pipeline_argument(flow: Dataflow, node: cst.CSTNode) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in PIPELINE_METHODS and ctx.qualify(func) is None
 
 
+VARIABLES = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "keras.Variable", "tensorflow.compat.v1.get_variable"})
+POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum",
+                             "tensorflow.clip_by_value", "keras.ops.clip", "keras.backend.clip"})
+
+
+def weight(flow: Dataflow, expr) -> bool:
+    """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), names followed: a norm of
+    it is weight normalisation or a constraint, not a distance between points."""
+    value = through(flow, expr)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    return flow.ctx.call_name(value) in VARIABLES or (isinstance(func, cst.Attribute) and func.attr.value == "add_weight")
+
+
+def away_from_zero(flow: Dataflow, expr) -> bool:
+    """Shown to stay above a positive constant: `maximum(x, 1e-12)`, `clip_by_value(x, 1e-6, 1)`,
+    something never negative plus a positive constant, `exp(...)`."""
+    value = through(flow, expr)
+    if isinstance(value, cst.Call):
+        name = flow.ctx.call_name(value)
+        if name in EXP:
+            return True
+        if name in POSITIVE_FLOORS and len(value.args) >= 2:
+            floor = number(flow, value.args[1].value)
+            return floor is not UNKNOWN and floor > 0
+        return False
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        for one, other in ((value.left, value.right), (value.right, value.left)):
+            known = number(flow, one)
+            if known is not UNKNOWN and known > 0 and nonnegative(flow, other):
+                return True
+    return False
+
+
+def discarded(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """The value is computed and thrown away (a bare expression statement: a named metric, a
+    summary): no loss is made of it, so no gradient flows through it."""
+    for outer in flow.ctx.ancestors(node):
+        if isinstance(outer, cst.Expr):
+            return True
+        if isinstance(outer, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
 def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
     """Inside `tf.stop_gradient(...)`."""
     return any(isinstance(outer, cst.Call) and flow.ctx.call_name(outer) in NOT_DIFFERENTIATED

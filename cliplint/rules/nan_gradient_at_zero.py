@@ -14,12 +14,14 @@ from ..flow.formulas import (
     SQRTS,
     SQUARES,
     difference,
+    discarded,
     in_pipeline,
     mentions,
     operands,
     pairwise,
     stopped,
     through,
+    weight,
 )
 from ..flow.nodes import arg, walk
 from ..names import SUMS
@@ -71,6 +73,9 @@ class NanGradientAtZero(Rule):
         "ds = tf.data.Dataset.from_tensor_slices((a, b)).map(prep)\n",
         # under stop_gradient, and NumPy
         "import tensorflow as tf\nimport numpy as np\nd = tf.stop_gradient(tf.norm(a - b))\ne = np.linalg.norm(a - b)\n",
+        # weight normalisation of a variable, and a metric computed and thrown away (only named)
+        "import tensorflow.compat.v1 as tf\nv = tf.get_variable('v', [4, 8])\nv = v / tf.norm(v, axis=0, keepdims=True)\n"
+        "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
     ]
@@ -149,7 +154,8 @@ class NanGradientAtZero(Rule):
     def _excluded(ctx: Context, node, inner) -> bool:
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
         masks; or the norm is only logged or clipped."""
-        if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS):
+        if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
+                or discarded(ctx.flow, node) or weight(ctx.flow, inner):
             return True
         for outer in ctx.ancestors(node):
             if isinstance(outer, cst.Call) and (ctx.call_name(outer) or "").startswith(LOGGING):

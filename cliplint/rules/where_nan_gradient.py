@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOGS, in_pipeline, mentions, stopped, through
+from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_pipeline, mentions, stopped, through
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
@@ -68,6 +68,8 @@ class WhereNanGradient(Rule):
         # an input pipeline: no gradient
         "import tensorflow as tf\ndef prep(x):\n    return tf.where(x > 0, tf.math.log(x), 0.0)\n"
         "ds = tf.data.Dataset.from_tensor_slices(a).map(prep)\n",
+        # the input is floored away from zero: log is finite everywhere
+        "import tensorflow as tf\np = tf.maximum(a - b, 1e-12)\ny = tf.where(p > 1e-5, tf.math.log(p), p)\n",
         # NumPy
         "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
     ]
@@ -109,7 +111,7 @@ class WhereNanGradient(Rule):
         name it is reached through or None) when a branch holds `f(x)` with `f` singular at
         the point the condition (a comparison of `x` with a constant) masks."""
         compared = self._compared(ctx, where.args[0].value)
-        if compared is None or mentions(compared, NOT_DIFFERENTIATED_WORDS):
+        if compared is None or mentions(compared, NOT_DIFFERENTIATED_WORDS) or away_from_zero(ctx.flow, compared):
             return None
         for branch in (where.args[1].value, where.args[2].value):
             found = self._singular(ctx, branch, ctx.text(compared), 0)
