@@ -58,6 +58,11 @@ CONSTANT_TENSORS = frozenset({"tensorflow.constant", "tensorflow.convert_to_tens
 SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 # Names of label tensors: 0/1 or +-1 targets, bounded by 1 in magnitude.
 LABEL_NAMES = frozenset({"y_true", "labels", "label", "targets", "target", "y"})
+VARIABLES = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "keras.Variable"})
+# Floors and clips: with a positive constant bound, the value stays away from zero.
+POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum",
+                             "keras.backend.maximum", "tensorflow.clip_by_value", "keras.ops.clip",
+                             "keras.backend.clip"})
 
 
 def number(flow: Dataflow, expr) -> object:
@@ -317,11 +322,6 @@ def _pipeline_argument(flow: Dataflow, node: cst.CSTNode) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in PIPELINE_METHODS and ctx.qualify(func) is None
 
 
-VARIABLES = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "keras.Variable", "tensorflow.compat.v1.get_variable"})
-POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum",
-                             "tensorflow.clip_by_value", "keras.ops.clip", "keras.backend.clip"})
-
-
 def weight(flow: Dataflow, expr) -> bool:
     """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), names followed: a norm of
     it is weight normalisation or a constraint, not a distance between points."""
@@ -329,7 +329,8 @@ def weight(flow: Dataflow, expr) -> bool:
     if not isinstance(value, cst.Call):
         return False
     func = value.func
-    return flow.ctx.call_name(value) in VARIABLES or (isinstance(func, cst.Attribute) and func.attr.value == "add_weight")
+    added = isinstance(func, cst.Attribute) and func.attr.value == "add_weight"
+    return added or flow.ctx.call_name(value) in VARIABLES
 
 
 def away_from_zero(flow: Dataflow, expr) -> bool:

@@ -1,7 +1,7 @@
 """CL014 nan-gradient-at-zero."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import libcst as cst
 
@@ -72,15 +72,18 @@ class NanGradientAtZero(Rule):
         "import tensorflow as tf\ndef prep(x, y):\n    return x / tf.norm(x), y\n"
         "ds = tf.data.Dataset.from_tensor_slices((a, b)).map(prep)\n",
         # under stop_gradient, and NumPy
-        "import tensorflow as tf\nimport numpy as np\nd = tf.stop_gradient(tf.norm(a - b))\ne = np.linalg.norm(a - b)\n",
+        "import tensorflow as tf\nimport numpy as np\nd = tf.stop_gradient(tf.norm(a - b))\n"
+        "e = np.linalg.norm(a - b)\n",
         # weight normalisation of a variable, and a metric computed and thrown away (only named)
-        "import tensorflow.compat.v1 as tf\nv = tf.get_variable('v', [4, 8])\nv = v / tf.norm(v, axis=0, keepdims=True)\n"
+        "import tensorflow.compat.v1 as tf\nv = tf.get_variable('v', [4, 8])\n"
+        "v = v / tf.norm(v, axis=0, keepdims=True)\n"
         "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
     ]
     INVALID = [
-        Invalid("import tensorflow as tf\nd = tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 2, "diagonal", "error"),
+        Invalid("import tensorflow as tf\nd = tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 2, "diagonal",
+                "error"),
         Invalid("import tensorflow as tf\ndiff = anchor - positive\n"
                 "d = tf.sqrt(tf.reduce_sum(tf.square(diff), axis=1))\n", 3, "NaN", "warning"),
         Invalid("import tensorflow as tf\nu = v / tf.norm(v, axis=-1, keepdims=True)\n", 2, "l2_normalize"),
@@ -98,9 +101,10 @@ class NanGradientAtZero(Rule):
             if found is None or self._excluded(ctx, node, found[1]):
                 continue
             kind, inner, base = found
-            yield Report(node, self._message(kind, base is not None), severity="error" if base is not None else "warning",
-                         probe={"kind": ProbeKind.NORM_AT_ZERO, "expr": ctx.flow.snippet(node),
-                                "inputs": self._inputs(ctx, node, inner, base), "pairwise": base is not None, "normalise": kind == "normalise"})
+            pair = base is not None
+            probe = {"kind": ProbeKind.NORM_AT_ZERO, "expr": ctx.flow.snippet(node),
+                     "inputs": self._inputs(ctx, node, inner, base), "pairwise": pair, "normalise": kind == "normalise"}
+            yield Report(node, self._message(kind, pair), severity="error" if pair else "warning", probe=probe)
 
     def _finding(self, ctx: Context, node):
         """(what, the value whose zero is singular, pairwise?) for a norm of a difference, a square

@@ -1,7 +1,7 @@
 """CL012 probabilities-loss-on-logits."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import libcst as cst
 
@@ -113,7 +113,8 @@ class ProbabilitiesLossOnLogits(Rule):
                 loss = arg(call, 1, "loss")
                 if loss is not None and self._trained(ctx, func.value):
                     yield from self._report(ctx, loss, func.value, "the compiled model's outputs")
-            elif isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 and not self._from_logits(ctx, call):
+            elif isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
+                    and not self._from_logits(ctx, call):
                 predictions = ctx.flow.value_of(call.args[1].value)
                 if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call):
                     yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
@@ -178,5 +179,5 @@ class ProbabilitiesLossOnLogits(Rule):
     def _trained(ctx: Context, model) -> bool:
         """The compiled model is trained in this module (`fit` on the same name or attribute)."""
         text = ctx.text(model)
-        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAINING and ctx.text(c.func.value) == text
-                   for c in ctx.nodes(cst.Call))
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAINING
+                   and ctx.text(c.func.value) == text for c in ctx.nodes(cst.Call))

@@ -21,7 +21,7 @@ MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (m
 class SingleUnitSoftmax(Rule):
     code = "CL013"
     name = "single-unit-softmax"
-    summary = "A softmax is taken over an axis of size one (`Dense(1, activation=\"softmax\")`): its output is always 1."
+    summary = "A softmax over an axis of size one (`Dense(1, activation=\"softmax\")`): its output is always 1."
     severity = "error"
     tokens = (b"softmax", b"Softmax")
     why = """
@@ -67,7 +67,8 @@ class SingleUnitSoftmax(Rule):
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
             name = ctx.call_name(call)
-            if name == "keras.layers.Dense" and self._one_unit(ctx, call) and activation_of(ctx.flow, call) == "softmax":
+            if name == "keras.layers.Dense" and self._one_unit(ctx, call) \
+                    and activation_of(ctx.flow, call) == "softmax":
                 yield Report(call, MESSAGE, probe=self._probe(ctx, call), fix=self._fix(ctx, call))
             elif name in SEQUENTIAL:
                 yield from self._sequential(ctx, call)

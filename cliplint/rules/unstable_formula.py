@@ -87,7 +87,8 @@ class UnstableFormula(Rule):
         "p = e / tf.reduce_sum(e, axis=-1, keepdims=True)\n",
         # the library ops, and the stable log-sum-exp with its max
         "import tensorflow as tf\np = tf.nn.softmax(x)\nlse = tf.reduce_logsumexp(x, axis=1)\n"
-        "m = tf.reduce_max(x, 1, keepdims=True)\nlse2 = m + tf.math.log(tf.reduce_sum(tf.exp(x - m), 1, keepdims=True))\n",
+        "m = tf.reduce_max(x, 1, keepdims=True)\n"
+        "lse2 = m + tf.math.log(tf.reduce_sum(tf.exp(x - m), 1, keepdims=True))\n",
         # bounded inputs: a negated distance (an RBF kernel), tanh, a stable BCE term
         "import tensorflow as tf\nd = tf.reduce_sum(tf.square(a - b), axis=-1)\nk = tf.exp(-d / (2.0 * s ** 2))\n"
         "w = k / tf.reduce_sum(k)\nz = tf.math.log1p(tf.exp(-tf.abs(x)))\n"
@@ -95,7 +96,8 @@ class UnstableFormula(Rule):
         # the stable standard deviation, and an epsilon inside the sqrt of a variance
         "import tensorflow as tf\nstd = tf.exp(0.5 * log_var)\nstd2 = tf.sqrt(var + 1e-6)\n",
         # NumPy and PyTorch
-        "import numpy as np\nimport torch\np = np.exp(x) / np.sum(np.exp(x))\nq = torch.exp(y) / torch.sum(torch.exp(y))\n"
+        "import numpy as np\nimport torch\np = np.exp(x) / np.sum(np.exp(x))\n"
+        "q = torch.exp(y) / torch.sum(torch.exp(y))\n"
         "s = torch.sqrt(torch.exp(v))\n",
         # a user's own exp
         "import tensorflow as tf\ndef exp(v):\n    return tf.clip_by_value(v, -5, 5)\n"
@@ -115,7 +117,8 @@ class UnstableFormula(Rule):
         Invalid("import tensorflow as tf\nw = tf.exp(-beta * energy)\nz = w / tf.reduce_sum(w)\n", 3),
         Invalid("import keras\nfrom keras import ops\nsp = ops.log1p(ops.exp(x))\n", 3),
         # masked: the mask does not bound the exp
-        Invalid("import tensorflow as tf\ne = tf.exp(scores) * mask\na = e / (tf.reduce_sum(e, axis=1, keepdims=True) + 1e-9)\n",
+        Invalid("import tensorflow as tf\ne = tf.exp(scores) * mask\n"
+                "a = e / (tf.reduce_sum(e, axis=1, keepdims=True) + 1e-9)\n",
                 3),
     ]
 

@@ -94,8 +94,8 @@ class WhereNanGradient(Rule):
                 continue
             singular, x, compared, held = found
             text = ctx.text(singular).strip().splitlines()[0][:60]
-            message = (f"`{text}` is masked by the `where`, but its gradient is not: the branch that is not selected is "
-                       f"still differentiated, and at the masked point its slope is infinite, so the gradient is "
+            message = (f"`{text}` is masked by the `where`, but its gradient is not: the branch that is not selected "
+                       f"is still differentiated, and at the masked point its slope is infinite, so the gradient is "
                        f"0 * inf = nan (measured: `tf.where(v > 0, log(v), 0)` at 0 has gradient NaN). Use the double "
                        f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
                        f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
@@ -150,7 +150,8 @@ class WhereNanGradient(Rule):
             inner = arg(expr, 0, "x")
             if name in SINGULAR and inner is not None and ctx.text(inner) == x:
                 return expr, inner, None
-            if name in POWERS and inner is not None and ctx.text(inner) == x and self._fractional(ctx, arg(expr, 1, "y")):
+            if name in POWERS and inner is not None and ctx.text(inner) == x \
+                    and self._fractional(ctx, arg(expr, 1, "y")):
                 return expr, inner, None
             if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
                 return expr, arg(expr, 1, "y"), None
@@ -177,8 +178,8 @@ class WhereNanGradient(Rule):
                 or any(isinstance(n, cst.Call) for n in walk(cond)):
             return None
         value = SAFE_VALUE.get(ctx.call_name(singular) or "", "1.0")
-        guarded = cst.Call(func=where.func, args=(cst.Arg(cond, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                                                 cst.Arg(x, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        guarded = cst.Call(func=where.func, args=(cst.Arg(cond, comma=comma), cst.Arg(x, comma=comma),
                                                  cst.Arg(cst.Float(value))))
         return Fix(f"guard the input: `{ctx.text(guarded)}` (the double where)", SAFE, ((x, guarded),))
 

@@ -21,7 +21,8 @@ from .common import FLAVOUR, KERAS, TF, execute, namespace, shown, tree_of, verd
 # kind -> (stand-in input, what it is, the stable form run on it, its name)
 STAND_INS = {
     ProbeKind.UNSTABLE_SOFTMAX: ([[100.0, 0.0]], "a score of 100", lambda v: tf.nn.softmax(v), "tf.nn.softmax"),
-    ProbeKind.LOGSUMEXP: ([[100.0, 0.0]], "a logit of 100", lambda v: tf.reduce_logsumexp(v, -1), "tf.reduce_logsumexp"),
+    ProbeKind.LOGSUMEXP: ([[100.0, 0.0]], "a logit of 100", lambda v: tf.reduce_logsumexp(v, -1),
+                          "tf.reduce_logsumexp"),
     ProbeKind.SOFTPLUS: ([[100.0]], "an input of 100", tf.nn.softplus, "tf.nn.softplus"),
     ProbeKind.SQRT_EXP: ([[100.0]], "a log-variance of 100", lambda v: tf.exp(0.5 * v), "tf.exp(0.5 * x)"),
     ProbeKind.NORM_AT_ZERO: ([[0.0, 0.0]], "a zero vector (two equal points)",
