@@ -10,8 +10,8 @@ installed TensorFlow does and reports that, never what a rule's message expected
 `common` holds what every probe shares; the probes are grouped by what they replay: `optimizers`
 (CL001, CL002, CL009, config files), `gradients` (CL003, CL005, CL006, CL007), `numerics`
 (CL004, CL008, CL010) and `numerics_formulas` (CL011-CL015). This module dispatches a payload to
-its probe, and after each probe resets Keras' global state (`common.reset_state`). `guard` checks the values a snippet passes to
-allowlisted callables.
+its probe, and after each probe resets Keras' global state (`common.reset_state`). `guard` checks
+the values a snippet passes to allowlisted callables.
 """
 from __future__ import annotations
 
