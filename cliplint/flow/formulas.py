@@ -364,6 +364,20 @@ def discarded(flow: Dataflow, node: cst.CSTNode) -> bool:
     return False
 
 
+def in_optimizer(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Inside a class deriving from an optimizer (`tf.keras.optimizers.Optimizer`,
+    `tf.train.Optimizer`, a base named `...Optimizer`): its values are updates made of gradients and weights, never
+    differentiated (LARS's and LAMB's trust ratios, `tf.where(g_norm > 0, w_norm / g_norm, 1)`)."""
+    for outer in flow.ctx.ancestors(node):
+        if isinstance(outer, cst.ClassDef):
+            for cls in [outer, *flow.bases(outer)]:
+                for base in cls.bases:
+                    name = flow.ctx.qualify(base.value) or flow.ctx.text(base.value)
+                    if name.startswith(("keras.optimizers.", "tensorflow.train.")) or name.endswith("Optimizer"):
+                        return True
+    return False
+
+
 def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
     """Inside `tf.stop_gradient(...)`."""
     return any(isinstance(outer, cst.Call) and flow.ctx.call_name(outer) in NOT_DIFFERENTIATED

@@ -15,6 +15,7 @@ from ..flow.formulas import (
     SQUARES,
     difference,
     discarded,
+    in_optimizer,
     in_pipeline,
     mentions,
     operands,
@@ -159,7 +160,7 @@ class NanGradientAtZero(Rule):
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
         masks; or the norm is only logged or clipped."""
         if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
-                or discarded(ctx.flow, node) or weight(ctx.flow, inner):
+                or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node):
             return True
         for outer in ctx.ancestors(node):
             if isinstance(outer, cst.Call) and (ctx.call_name(outer) or "").startswith(LOGGING):

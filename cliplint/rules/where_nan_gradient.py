@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_pipeline, mentions, stopped, through
+from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_optimizer, in_pipeline, mentions, stopped, through
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
@@ -70,6 +70,9 @@ class WhereNanGradient(Rule):
         "ds = tf.data.Dataset.from_tensor_slices(a).map(prep)\n",
         # the input is floored away from zero: log is finite everywhere
         "import tensorflow as tf\np = tf.maximum(a - b, 1e-12)\ny = tf.where(p > 1e-5, tf.math.log(p), p)\n",
+        # an optimizer's trust ratio: made of gradients and weights, never differentiated
+        "import tensorflow as tf\nclass Lars(tf.keras.optimizers.Optimizer):\n    def _apply(self, g, w):\n"
+        "        g_norm = tf.norm(g)\n        return tf.where(g_norm > 0, tf.norm(w) / g_norm, 1.0)\n",
         # NumPy
         "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
     ]
@@ -90,7 +93,7 @@ class WhereNanGradient(Rule):
             if ctx.call_name(call) not in WHERES or len(call.args) < 3:
                 continue
             found = self._masked(ctx, call)
-            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call):
+            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call) or in_optimizer(ctx.flow, call):
                 continue
             singular, x, compared, held = found
             text = ctx.text(singular).strip().splitlines()[0][:60]
