@@ -116,6 +116,8 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
     constant. A negated unknown (`-beta * energy`) is not bounded."""
     if depth > MAX_DEPTH:
         return False
+    if isinstance(expr, cst.Name) and _max_subtracted_in_place(flow, expr):
+        return True
     value = through(flow, expr)
     known = number(flow, value)
     if known is not UNKNOWN:
@@ -155,6 +157,17 @@ def _small(flow: Dataflow, expr, depth: int) -> bool:
     if isinstance(value, cst.Name):
         return value.value in LABEL_NAMES
     return isinstance(value, cst.Call) and flow.ctx.call_name(value) in BOUNDED and depth <= MAX_DEPTH
+
+
+def _max_subtracted_in_place(flow: Dataflow, use: cst.Name) -> bool:
+    """`x -= tf.reduce_max(x, ...)` before `use` of `x`, in the same scope."""
+    ctx, scope = flow.ctx, flow.scope_of(use)
+    for aug in ctx.nodes(cst.AugAssign):
+        if isinstance(aug.target, cst.Name) and aug.target.value == use.value \
+                and isinstance(aug.operator, cst.SubtractAssign) and ctx.pre[aug] < ctx.pre[use] \
+                and flow.scope_of(aug) is scope and _is_max(flow, aug.value):
+            return True
+    return False
 
 
 def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> bool:
@@ -382,6 +395,32 @@ def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
     """Inside `tf.stop_gradient(...)`."""
     return any(isinstance(outer, cst.Call) and flow.ctx.call_name(outer) in NOT_DIFFERENTIATED
                for outer in flow.ctx.ancestors(node))
+
+
+def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
+    """Whether every name `expr` is computed from (names followed through their assignments;
+    the functions called are not counted) is one of `words`: a value made of labels, masks and
+    shapes alone, which no gradient reaches."""
+    leaves = []
+    for sub in walk(expr):
+        if not isinstance(sub, cst.Name) or sub.value in ("True", "False", "None") or _callee_part(flow, sub):
+            continue
+        value = flow.value_of(sub)
+        if value is not sub and depth < MAX_DEPTH:
+            if not only_from(flow, value, words, depth + 1):
+                return False
+        else:
+            leaves.append(sub)
+    return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf) for leaf in leaves)
+
+
+def _callee_part(flow: Dataflow, name: cst.Name) -> bool:
+    """`name` is (the head of) what a call calls, part of an attribute (`tf` in `tf.shape`), or a
+    keyword (`axis=`)."""
+    parent = flow.ctx.parent.get(name)
+    if isinstance(parent, cst.Attribute) or (isinstance(parent, cst.Arg) and parent.keyword is name):
+        return True
+    return isinstance(parent, cst.Call) and parent.func is name
 
 
 def mentions(node: cst.CSTNode, words) -> bool:

@@ -85,6 +85,9 @@ class UnstableFormula(Rule):
         # the max subtracted first
         "import tensorflow as tf\ne = tf.exp(x - tf.reduce_max(x, axis=-1, keepdims=True))\n"
         "p = e / tf.reduce_sum(e, axis=-1, keepdims=True)\n",
+        # the max subtracted in place
+        "import tensorflow as tf\nz = h * w\nz -= tf.reduce_max(z, axis=-1, keepdims=True)\n"
+        "lse = tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))\n",
         # the library ops, and the stable log-sum-exp with its max
         "import tensorflow as tf\np = tf.nn.softmax(x)\nlse = tf.reduce_logsumexp(x, axis=1)\n"
         "m = tf.reduce_max(x, 1, keepdims=True)\n"

@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_optimizer, in_pipeline, mentions, stopped, through
+from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_optimizer, in_pipeline, only_from, stopped, through
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
@@ -73,6 +73,9 @@ class WhereNanGradient(Rule):
         # an optimizer's trust ratio: made of gradients and weights, never differentiated
         "import tensorflow as tf\nclass Lars(tf.keras.optimizers.Optimizer):\n    def _apply(self, g, w):\n"
         "        g_norm = tf.norm(g)\n        return tf.where(g_norm > 0, tf.norm(w) / g_norm, 1.0)\n",
+        # computed from the labels alone: no gradient reaches it
+        "import tensorflow as tf\ngain = tf.reduce_sum(tf.cast(labels, tf.float32), axis=1)\n"
+        "inv = tf.where(gain > 0.0, 1.0 / gain, tf.zeros_like(gain))\n",
         # NumPy
         "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
     ]
@@ -114,11 +117,12 @@ class WhereNanGradient(Rule):
         name it is reached through or None) when a branch holds `f(x)` with `f` singular at
         the point the condition (a comparison of `x` with a constant) masks."""
         compared = self._compared(ctx, where.args[0].value)
-        if compared is None or mentions(compared, NOT_DIFFERENTIATED_WORDS) or away_from_zero(ctx.flow, compared):
+        if compared is None or away_from_zero(ctx.flow, compared):
             return None
         for branch in (where.args[1].value, where.args[2].value):
             found = self._singular(ctx, branch, ctx.text(compared), 0)
-            if found is not None:
+            # made of labels, masks and shapes alone, the branch has no gradient to spoil
+            if found is not None and not only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
                 singular, x, held = found
                 return singular, x, compared, held
         return None
