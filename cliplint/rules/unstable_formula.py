@@ -200,17 +200,29 @@ class UnstableFormula(Rule):
         return ProbeKind.UNSTABLE_SOFTMAX, exp_call
 
     def _probe(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> dict:
-        """The user's expression with the exp's input stood in by [100, 0]; when the exp is
-        reached through a name (`e = tf.exp(x)`), that name is bound to exp of the stand-in."""
+        """The user's expression with the exp's input stood in by [100, 0]: the value the exp is
+        taken of (`scores` in `exp(scores / t)`, the rest of the argument as written); when the
+        exp is reached through a name (`e = tf.exp(x)`), that name is bound to exp of the stand-in."""
         inputs: List[dict] = []
         exp_inputs: List[dict] = []
         if ctx.encloses(node, exp_call):
-            inputs.append(ctx.flow.snippet(arg(exp_call, 0, "x")))
+            inputs.append(ctx.flow.snippet(self._variable(ctx, arg(exp_call, 0, "x"))))
         else:
             held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
             exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
         probe = {"kind": kind, "expr": ctx.flow.snippet(node), "inputs": inputs, "exp_inputs": exp_inputs}
         return {key: value for key, value in probe.items() if value != []}
+
+    @staticmethod
+    def _variable(ctx: Context, argument: cst.BaseExpression) -> cst.BaseExpression:
+        """The first name or attribute in the exp's argument that is neither imported nor a
+        known constant (the argument itself when there is none)."""
+        for sub in walk(argument):
+            if isinstance(sub, (cst.Name, cst.Attribute)) and ctx.qualify(sub) is None \
+                    and ctx.flow.constant(sub) is UNKNOWN and not _inside_attribute(ctx, sub) \
+                    and not isinstance(ctx.parent.get(sub), cst.Call):
+                return sub
+        return argument
 
     def _fix(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> Optional[Fix]:
         if not ctx.encloses(node, exp_call) or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
@@ -256,6 +268,11 @@ class UnstableFormula(Rule):
         if axis is None or ctx.flow.constant(axis) is UNKNOWN or ctx.flow.constant(keep) is not True:
             return None
         return cst.Call(func=func, args=(cst.Arg(x), cst.Arg(axis)))
+
+
+def _inside_attribute(ctx: Context, node: cst.CSTNode) -> bool:
+    """`self` or `x` in `self.x`: the attribute as a whole is the value."""
+    return isinstance(ctx.parent.get(node), cst.Attribute)
 
 
 def _names_in(node: cst.CSTNode) -> List[cst.Name]:

@@ -29,6 +29,7 @@ STAND_INS = {
                              lambda v: tf.sqrt(tf.reduce_sum(tf.square(v)) + 1e-12), "the epsilon inside the sqrt"),
     ProbeKind.WHERE_GRADIENT: ([[0.0, 2.0]], "the masked point 0 and 2", None, "the double where"),
 }
+OVERFLOWS = (ProbeKind.UNSTABLE_SOFTMAX, ProbeKind.LOGSUMEXP, ProbeKind.SOFTPLUS, ProbeKind.SQRT_EXP)
 PAIRWISE = [[0.0, 0.0], [1.0, 1.0]]  # one set of points: the diagonal of their differences is zero
 INPUT, EXP_INPUT = "probe_input", "probe_exp_input"
 
@@ -81,6 +82,10 @@ def _value_and_gradient(probe: dict, values, assumptions: List[str]):
     return np.asarray(value), grad
 
 
+def _finite(value, grad) -> bool:
+    return bool(np.all(np.isfinite(value)) and np.all(np.isfinite(grad)))
+
+
 def probe_formula(probe: dict) -> dict:
     """CL011, CL014, CL015: the user's expression on the stand-in input, value and gradient."""
     kind = probe["kind"]
@@ -93,18 +98,21 @@ def probe_formula(probe: dict) -> dict:
     if probe.get("exp_inputs"):
         assumptions.append(f"`{probe['exp_inputs'][0]['code']}` holds exp of the input")
     value, grad = _value_and_gradient(probe, values, assumptions)
+    if _finite(value, grad) and kind in OVERFLOWS:  # the input's sign is unknown: `exp(-beta * energy)`
+        values = (-np.asarray(values)).tolist()
+        value, grad = _value_and_gradient(probe, values, assumptions)
+        assumptions.append(f"with the stand-in as given the expression is finite; tried its negation {shown(values)}")
     mine = f"your expression gives {shown(value)} with gradient {shown(grad)}"
-    if np.all(np.isfinite(value)) and np.all(np.isfinite(grad)):
+    if _finite(value, grad):
         return verdict("not-reproduced", f"{TF}: {mine}: finite", assumptions)
-    theirs = ""
+    theirs = f"; {stable_name} keeps it finite"
     if stable is not None and not probe.get("pairwise"):
-        reference = tf.Variable(values)
+        reference = tf.Variable(STAND_INS[kind][0] if kind in OVERFLOWS else values)
         with tf.GradientTape() as tape:
             out = stable(reference)
             total = tf.reduce_sum(out)
-        theirs = f"; {stable_name} gives {shown(out)} with gradient {shown(tape.gradient(total, reference))}"
-    else:
-        theirs = f"; {stable_name} keeps it finite"
+        theirs = (f"; {stable_name} on {shown(reference)} gives {shown(out)} with gradient "
+                  f"{shown(tape.gradient(total, reference))}")
     return verdict("confirmed", f"{TF}: {mine}{theirs}", assumptions)
 
 
