@@ -63,7 +63,7 @@ def test_fixes_are_verified_by_the_worker(tmp_path, run_cli):
               "lse = tf.math.log(tf.reduce_sum(tf.exp(z), axis=1))\n"
               "sp = tf.math.log(1.0 + tf.exp(z))\n"
               "std = tf.sqrt(tf.exp(log_var))\n"
-              "y = tf.where(v > 0, tf.math.log(v), 0.0)\n")
+              "def safe_log(v):\n    return tf.where(v > 0, tf.math.log(v), 0.0)\n")
     path = tmp_path / "a.py"
     path.write_text(source)
     result = run_cli("--select", "CL011,CL015", "--fix", "--verify", "a.py")

@@ -391,6 +391,21 @@ def in_optimizer(flow: Dataflow, node: cst.CSTNode) -> bool:
     return False
 
 
+# What a module that differentiates anything calls: a tape, the gradient functions, Keras training.
+TRAINING_WORDS = ("GradientTape", "gradient", "gradients", "compute_gradients", "minimize", "fit", "fit_generator",
+                  "train_on_batch", "compile", "apply_gradients")
+
+
+def never_differentiated(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Code at the top level of a module (or notebook) that differentiates nothing: no tape, no
+    gradients, no Keras training. A function's value may be differentiated by its callers
+    elsewhere, so only statements outside every function and class count."""
+    ctx = flow.ctx
+    if any(isinstance(outer, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for outer in ctx.ancestors(node)):
+        return False
+    return not any(isinstance(n, cst.Name) and n.value in TRAINING_WORDS for n in ctx.nodes(cst.Name))
+
+
 def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
     """Inside `tf.stop_gradient(...)`."""
     return any(isinstance(outer, cst.Call) and flow.ctx.call_name(outer) in NOT_DIFFERENTIATED

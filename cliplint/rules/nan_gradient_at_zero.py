@@ -13,11 +13,13 @@ from ..flow.formulas import (
     NORMS,
     SQRTS,
     SQUARES,
+    TRAINING_WORDS,
     difference,
     discarded,
     in_optimizer,
     in_pipeline,
     mentions,
+    never_differentiated,
     operands,
     pairwise,
     stopped,
@@ -43,6 +45,7 @@ class NanGradientAtZero(Rule):
     summary = "A Euclidean norm of a difference (or `x / norm(x)`) has a NaN gradient where its argument is zero."
     severity = "warning"
     tokens = (b"norm", b"sqrt")
+    context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
     why = """
         The gradient of `sqrt` at 0 is infinite, and the gradient of a Euclidean norm at the zero
         vector is `0 / 0 = nan`: `tf.norm(v)` and `tf.sqrt(tf.reduce_sum(tf.square(v)))` at
@@ -79,18 +82,22 @@ class NanGradientAtZero(Rule):
         "import tensorflow.compat.v1 as tf\nv = tf.get_variable('v', [4, 8])\n"
         "v = v / tf.norm(v, axis=0, keepdims=True)\n"
         "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
+        # a script that differentiates nothing: the norm is a printed number
+        "import tensorflow as tf\nerr = tf.norm(a - a_approx) ** 2\nprint(err)\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
     ]
     INVALID = [
-        Invalid("import tensorflow as tf\nd = tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 2, "diagonal",
-                "error"),
-        Invalid("import tensorflow as tf\ndiff = anchor - positive\n"
-                "d = tf.sqrt(tf.reduce_sum(tf.square(diff), axis=1))\n", 3, "NaN", "warning"),
-        Invalid("import tensorflow as tf\nu = v / tf.norm(v, axis=-1, keepdims=True)\n", 2, "l2_normalize"),
-        Invalid("import tensorflow as tf\nd = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 2),
-        Invalid("import tensorflow as tf\nrij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
-                "dist = tf.linalg.norm(rij, axis=-1)\n", 3, "diagonal", "error"),
+        Invalid("import tensorflow as tf\ndef distances(r):\n"
+                "    return tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 3, "diagonal", "error"),
+        Invalid("import tensorflow as tf\ndef triplet(anchor, positive):\n    diff = anchor - positive\n"
+                "    return tf.sqrt(tf.reduce_sum(tf.square(diff), axis=1))\n", 4, "NaN", "warning"),
+        Invalid("import tensorflow as tf\nclass Head(tf.keras.layers.Layer):\n    def call(self, v):\n"
+                "        return v / tf.norm(v, axis=-1, keepdims=True)\n", 4, "l2_normalize"),
+        Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
+                "    d = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 3),
+        Invalid("import tensorflow as tf\ndef energy(xyz):\n    rij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
+                "    return tf.reduce_sum(tf.linalg.norm(rij, axis=-1))\n", 4, "diagonal", "error"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -160,7 +167,8 @@ class NanGradientAtZero(Rule):
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
         masks; or the norm is only logged or clipped."""
         if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
-                or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node):
+                or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
+                or never_differentiated(ctx.flow, node):
             return True
         for outer in ctx.ancestors(node):
             if isinstance(outer, cst.Call) and (ctx.call_name(outer) or "").startswith(LOGGING):

@@ -9,7 +9,18 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, ProbeKind, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOGS, away_from_zero, in_optimizer, in_pipeline, only_from, stopped, through
+from ..flow.formulas import (
+    DIVIDES,
+    LOGS,
+    TRAINING_WORDS,
+    away_from_zero,
+    in_optimizer,
+    in_pipeline,
+    never_differentiated,
+    only_from,
+    stopped,
+    through,
+)
 from ..flow.nodes import arg, walk
 from . import Invalid, Rule
 
@@ -33,6 +44,7 @@ class WhereNanGradient(Rule):
     summary = "`tf.where(cond, f(x), other)` masks the point where `f` is undefined, but its gradient is still NaN."
     severity = "error"
     tokens = (b"where(",)
+    context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
     why = """
         `tf.where` computes both branches and sends the gradient through the one that is not
         selected multiplied by 0. Where that branch is `log(x)`, `1 / x`, `pow(x, p)` with
@@ -76,14 +88,20 @@ class WhereNanGradient(Rule):
         # computed from the labels alone: no gradient reaches it
         "import tensorflow as tf\ngain = tf.reduce_sum(tf.cast(labels, tf.float32), axis=1)\n"
         "inv = tf.where(gain > 0.0, 1.0 / gain, tf.zeros_like(gain))\n",
+        # a script that differentiates nothing
+        "import tensorflow as tf\nratio = tf.where(n > 0, 1.0 / n, 0.0)\nprint(ratio)\n",
         # NumPy
         "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
     ]
     INVALID = [
-        Invalid("import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(v), 0.0)\n", 2, "0 * inf"),
-        Invalid("import tensorflow as tf\ny = tf.where(tf.equal(d, 0.0), tf.zeros_like(d), 1.0 / d)\n", 2),
-        Invalid("import tensorflow as tf\ny = tf.where(r > 0.0, tf.pow(r, -0.5), 0.0)\n", 2),
-        Invalid("import keras\nfrom keras import ops\ny = ops.where(v > 0, ops.log(v), 0)\n", 3),
+        Invalid("import tensorflow as tf\ndef safe_log(v):\n    return tf.where(v > 0, tf.math.log(v), 0.0)\n", 3,
+                "0 * inf"),
+        Invalid("import tensorflow as tf\ndef inverse(d):\n"
+                "    return tf.where(tf.equal(d, 0.0), tf.zeros_like(d), 1.0 / d)\n", 3),
+        Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
+                "    y = tf.where(r > 0.0, tf.pow(r, -0.5), 0.0)\n", 3),
+        Invalid("import keras\nfrom keras import ops\nclass L(keras.layers.Layer):\n    def call(self, v):\n"
+                "        return ops.where(v > 0, ops.log(v), 0)\n", 5),
         Invalid("import tensorflow as tf\ndef entropy(p):\n    lg = tf.math.log(p)\n"
                 "    return -tf.reduce_sum(tf.where(p > 0.0, p * lg, tf.zeros_like(p)))\n", 4),
     ]
@@ -96,7 +114,8 @@ class WhereNanGradient(Rule):
             if ctx.call_name(call) not in WHERES or len(call.args) < 3:
                 continue
             found = self._masked(ctx, call)
-            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call) or in_optimizer(ctx.flow, call):
+            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call) or in_optimizer(ctx.flow, call) \
+                    or never_differentiated(ctx.flow, call):
                 continue
             singular, x, compared, held = found
             text = ctx.text(singular).strip().splitlines()[0][:60]
