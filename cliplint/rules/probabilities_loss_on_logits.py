@@ -96,6 +96,10 @@ class ProbabilitiesLossOnLogits(Rule):
                 "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()\n"
                 "def train_step(x, y):\n    with tf.GradientTape() as tape:\n"
                 "        loss = loss_fn(y, model(x, training=True))\n", 6),
+        # a builder function
+        Invalid("import tensorflow as tf\ndef build(n):\n    m = tf.keras.Sequential()\n"
+                "    m.add(tf.keras.layers.Dense(n))\n    return m\nmodel = build(10)\n"
+                "model.compile(loss='sparse_categorical_crossentropy')\nmodel.fit(x, y)\n", 7),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
                 "def step(x, y):\n    return tf.keras.losses.binary_crossentropy(y, model(x))\n", 4),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(16))\n"
