@@ -30,7 +30,7 @@ _TENSORFLOW = """
     math.reduce_sum math.sigmoid math.softmax math.sqrt math.square math.subtract math.tanh
     nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
     nn.softmax_cross_entropy_with_logits nn.sparse_softmax_cross_entropy_with_logits
-    math.rsqrt rsqrt math.pow pow math.reciprocal math.acos math.asin math.xlogy math.divide_no_nan
+    math.rsqrt math.pow pow math.reciprocal math.acos math.asin math.xlogy math.divide_no_nan
     math.softplus nn.softplus math.l2_normalize nn.l2_normalize math.truediv truediv math.reduce_max
     math.squared_difference math.reduce_euclidean_norm nn.relu6 math.softsign
     equal not_equal greater greater_equal less less_equal math.equal math.not_equal math.greater
