@@ -13,6 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from ..names import EXP, SHAPE_CHANGES, SUMS
+from .carriers import origins
 from .constants import UNKNOWN, constant
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
@@ -82,13 +83,18 @@ def through(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
     return flow.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
 
 
-def exp_of(flow: Dataflow, expr: cst.BaseExpression) -> Optional[cst.Call]:
-    """The `exp(...)` call `expr` is, or holds as a factor (`exp(x) * mask`), names followed."""
+def exp_of(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+    """The `exp(...)` call `expr` is, or holds as a factor (`exp(x) * mask`): names followed, and
+    the engine's carriers (a parameter's arguments, a helper's returns, `self.x`)."""
     value = through(flow, expr)
     if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
         return value
+    if depth >= 3:
+        return None
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-        return exp_of(flow, value.left) or exp_of(flow, value.right)
+        return exp_of(flow, value.left, depth + 1) or exp_of(flow, value.right, depth + 1)
+    if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
+        return next(filter(None, (exp_of(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
     return None
 
 

@@ -119,6 +119,10 @@ class UnstableFormula(Rule):
         # a negated unknown is not bounded
         Invalid("import tensorflow as tf\nw = tf.exp(-beta * energy)\nz = w / tf.reduce_sum(w)\n", 3),
         Invalid("import keras\nfrom keras import ops\nsp = ops.log1p(ops.exp(x))\n", 3),
+        # into a helper through its parameter
+        Invalid("import tensorflow as tf\ndef normalise(w, axis):\n"
+                "    return w / tf.reduce_sum(w, axis, keepdims=True)\n"
+                "def attend(s):\n    return normalise(tf.exp(s), -1)\n", 3),
         # masked: the mask does not bound the exp
         Invalid("import tensorflow as tf\ne = tf.exp(scores) * mask\n"
                 "a = e / (tf.reduce_sum(e, axis=1, keepdims=True) + 1e-9)\n",
