@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from ...findings import ProbeKind
-from .common import FLAVOUR, KERAS, TF, execute, namespace, shown, tree_of, verdict
+from .common import FLAVOUR, KERAS, TF, as_written, execute, namespace, shown, tree_of, verdict
 
 # kind -> (stand-in input, what it is, the stable form run on it, its name)
 STAND_INS = {
@@ -158,7 +158,8 @@ def probe_single_unit(probe: dict) -> dict:
     assumptions = [f"inputs {shown(inputs)} (four examples of two features)"]
     layer = execute(probe["layer"]["code"], namespace(probe["layer"], {}, assumptions)) if probe.get("layer") else None
     if isinstance(layer, KERAS.layers.Layer):
-        out, used = np.asarray(layer(inputs)), f"your layer `{probe['layer']['code']}`"
+        written = as_written(tree_of(probe["layer"]["code"]).body[0].value, probe["layer"])
+        out, used = np.asarray(layer(inputs)), f"your layer `{written}`"
     else:
         assumptions.append("the softmax is applied to the one unit's values (the inputs' first column)")
         out, used = np.asarray(tf.nn.softmax(inputs[:, :1], axis=-1)), "softmax over the one unit"
