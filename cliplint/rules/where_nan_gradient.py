@@ -27,14 +27,13 @@ from . import Invalid, Rule
 WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
                     "keras.ops.where"})
 # Functions whose slope is infinite or undefined at the point a comparison with a constant masks.
-SINGULAR = LOGS | frozenset({
-    "tensorflow.math.rsqrt", "tensorflow.rsqrt", "tensorflow.math.reciprocal", "tensorflow.reciprocal",
-    "keras.ops.reciprocal", "tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
-    "keras.ops.arccos", "keras.ops.arcsin"})
+# Not `sqrt`, `rsqrt`, `reciprocal`: TensorFlow masks their gradients (measured, TF 2.21: no NaN).
+ARC_FUNCTIONS = frozenset({"tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
+                           "keras.ops.arccos", "keras.ops.arcsin"})
+SINGULAR = LOGS | ARC_FUNCTIONS
 POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 # The safe value put in place of the masked input: inside every function's domain, away from its edges.
-SAFE_VALUE = {"tensorflow.math.acos": "0.0", "tensorflow.acos": "0.0", "tensorflow.math.asin": "0.0",
-              "tensorflow.asin": "0.0", "keras.ops.arccos": "0.0", "keras.ops.arcsin": "0.0"}
+SAFE_VALUE = {name: "0.0" for name in ARC_FUNCTIONS}
 NOT_DIFFERENTIATED_WORDS = frozenset({"mask", "label", "labels", "shape", "length", "lengths", "count", "counts"})
 
 
@@ -48,11 +47,12 @@ class WhereNanGradient(Rule):
     why = """
         `tf.where` computes both branches and sends the gradient through the one that is not
         selected multiplied by 0. Where that branch is `log(x)`, `1 / x`, `pow(x, p)` with
-        `p < 1`, `rsqrt`, `reciprocal`, `acos` or `asin` at the point the condition masks, its
-        slope is infinite and `0 * inf = nan`. Measured (TF 2.21): `tf.where(v > 0, log(v), 0)` at
+        `p < 1`, `acos` or `asin` at the point the condition masks, its slope is infinite and
+        `0 * inf = nan`. Measured (TF 2.21): `tf.where(v > 0, log(v), 0)` at
         `[0., 2.]` has the value 0.693 but the gradient `[nan, 0.5]`; `keras.ops.where` is the same.
         One NaN gradient makes every weight NaN at the next step, and clipping cannot repair it.
-        `sqrt` alone is not reported: TensorFlow masks its gradient (measured: no NaN).
+        `sqrt`, `rsqrt` and `reciprocal` are not reported: TensorFlow masks their gradients
+        (measured: no NaN).
     """
     example = """
         safe_log = tf.where(v > 0, tf.math.log(v), 0.0)
@@ -73,8 +73,9 @@ class WhereNanGradient(Rule):
         # the double where
         "import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)\n",
         "import tensorflow as tf\nh = tf.math.xlogy(p, p)\nr = tf.math.divide_no_nan(1.0, d)\n",
-        # sqrt is masked by TensorFlow
-        "import tensorflow as tf\ns = tf.where(v > 0, tf.sqrt(v), 0.0)\n",
+        # sqrt, rsqrt and reciprocal are masked by TensorFlow
+        "import tensorflow as tf\ndef f(v):\n    s = tf.where(v > 0, tf.sqrt(v), 0.0)\n"
+        "    return s + tf.where(v > 0, tf.math.rsqrt(v), 0.0) + tf.where(v > 0, tf.math.reciprocal(v), 0.0)\n",
         # the condition is not about the input
         "import tensorflow as tf\ny = tf.where(training, tf.math.log(v), v)\n",
         # an input pipeline: no gradient
@@ -125,7 +126,7 @@ class WhereNanGradient(Rule):
                        f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
                        f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
             probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call),
-                     "inputs": [ctx.flow.snippet(compared)]}
+                     "inputs": [ctx.flow.snippet(compared)], "at_one": ctx.call_name(singular) in ARC_FUNCTIONS}
             assign = ctx.parent.get(ctx.flow.value_of(held)) if held is not None else None
             if isinstance(assign, cst.Assign):  # the name holding the singular value: replayed first
                 probe["setup"] = ctx.flow.snippet(assign)

@@ -92,6 +92,8 @@ def probe_formula(probe: dict) -> dict:
     values, described, stable, stable_name = STAND_INS[kind]
     if probe.get("pairwise"):
         values, described = PAIRWISE, "two points, so the differences of the set with itself have a zero diagonal"
+    if probe.get("at_one"):  # acos/asin: singular at 1
+        values, described = [[1.0, 0.0]], "the masked point 1 and 0"
     if probe.get("normalise"):
         described, stable, stable_name = "a zero vector", lambda v: tf.math.l2_normalize(v, -1), "tf.math.l2_normalize"
     assumptions = [f"the input is {described}: {shown(values)} (float32)"]
