@@ -25,6 +25,11 @@ GENERATED = {
     "CL008": ("removed-numerics-check", "removed_numerics_check"),
     "CL009": ("invalid-clip-threshold", "invalid_clip_threshold"),
     "CL010": ("softmax-then-from-logits", "softmax_then_from_logits"),
+    "CL011": ("unstable-formula", "unstable_formula"),
+    "CL012": ("probabilities-loss-on-logits", "probabilities_loss_on_logits"),
+    "CL013": ("single-unit-softmax", "single_unit_softmax"),
+    "CL014": ("nan-gradient-at-zero", "nan_gradient_at_zero"),
+    "CL015": ("where-nan-gradient", "where_nan_gradient"),
 }
 # generated: end
 RULES_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")

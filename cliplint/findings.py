@@ -71,6 +71,14 @@ class ProbeKind(str, enum.Enum):
     OPTIMIZER = "optimizer"  # CL009: an optimizer's clip threshold
     TENSOR = "tensor"  # CL009: clip_by_norm / clip_by_global_norm's threshold
     VALUE = "value"  # CL009: clip_by_value's bounds
+    UNSTABLE_SOFTMAX = "unstable-softmax"  # CL011: exp(x) / reduce_sum(exp(x)) without the max subtracted
+    LOGSUMEXP = "logsumexp"  # CL011: log(reduce_sum(exp(x)))
+    SOFTPLUS = "softplus"  # CL011: log(1 + exp(x))
+    SQRT_EXP = "sqrt-exp"  # CL011: sqrt(exp(x))
+    PROBABILITY_LOSS = "probability-loss"  # CL012: a from_logits=False loss on logits
+    SINGLE_UNIT = "single-unit"  # CL013: a softmax over one unit
+    NORM_AT_ZERO = "norm-at-zero"  # CL014: a norm (or x / norm(x)) at zero
+    WHERE_GRADIENT = "where-gradient"  # CL015: tf.where masking log(x), 1/x, ... at the invalid point
 
     # Its text in messages and f-strings, as the plain str was (not `ProbeKind.SOFTMAX`).
     __str__ = str.__str__

@@ -33,7 +33,9 @@ PROBABILITY_SOURCES = {
 }
 PROBABILITY_SOURCES.update({
     "hand-written sigmoid": "(1.0 / (1.0 + tf.exp(-logits)))",
-    "hand-written softmax": "(tf.exp(logits) / tf.reduce_sum(tf.exp(logits), axis=-1, keepdims=True))",
+    # the max subtracted (stable: not CL011's), so the twins stay clean
+    "hand-written softmax": "(tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)) / tf.reduce_sum("
+                            "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)), axis=-1, keepdims=True))",
     "user layer given softmax": "PredictionHead(tf.nn.softmax)(logits)",
     "builder given sigmoid": 'build_head(features, activation="sigmoid")',
 })

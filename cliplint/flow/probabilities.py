@@ -94,6 +94,32 @@ class Probabilities:
     def model_output(self, model) -> Optional[Source]:
         return self._model(model, frozenset(), False)
 
+    def last_layer(self, model, depth: int = 0) -> Optional[cst.Call]:
+        """The constructor call of the layer whose output a Sequential or functional model built
+        in this module returns (`Dense(1)` in `Sequential([..., Dense(1)])`, `.add(Dense(1))`,
+        `Model(inp, Dense(1)(h))`, also from a builder function's return), else None."""
+        value = self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
+        if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
+            return None
+        built = self.flow.callee(value)
+        if isinstance(built, cst.FunctionDef):  # model = make_model(): the model every return gives
+            found = [self.last_layer(r, depth + 1) for r in self.flow.returned(built)]
+            return found[0] if found and all(f is not None for f in found) else None
+        name = self.ctx.call_name(value)
+        if name in SEQUENTIAL:
+            layers = arg(value, 0, "layers")
+            if isinstance(layers, (cst.List, cst.Tuple)):
+                last = layers.elements[-1].value if layers.elements else None
+            else:
+                last = self._last_added(value) if layers is None else None
+            return last if isinstance(last, cst.Call) else None
+        if name in FUNCTIONAL:
+            outputs = arg(value, 1, "outputs")
+            output = self.flow.value_of(outputs) if isinstance(outputs, cst.Name) else outputs
+            if isinstance(output, cst.Call) and isinstance(output.func, cst.Call):
+                return output.func
+        return None
+
     def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
         if expr is None or len(seen) > MAX_DEPTH * 2 or expr in seen:
             return None

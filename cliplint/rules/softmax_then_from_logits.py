@@ -22,13 +22,23 @@ LOSS_FUNCTIONS = {f"{module}.{n}": kind for module in ("keras.losses", "keras.me
                                   ("categorical_crossentropy", "softmax"),
                                   ("categorical_focal_crossentropy", "softmax"), ("binary_crossentropy", "sigmoid"),
                                   ("binary_focal_crossentropy", "sigmoid"))}
+# The ops that take logits by definition (their `logits` argument, second when positional): the
+# `tf.nn` ops and TF 1's `tf.compat.v1.losses` wrappers of them.
 LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
+              "tensorflow.nn.softmax_cross_entropy_with_logits_v2": "softmax",
               "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "softmax",
-              "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid"}
+              "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid",
+              "tensorflow.nn.weighted_cross_entropy_with_logits": "sigmoid",
+              "tensorflow.losses.softmax_cross_entropy": "softmax",
+              "tensorflow.losses.sparse_softmax_cross_entropy": "softmax",
+              "tensorflow.losses.sigmoid_cross_entropy": "sigmoid"}
 # What to use on probabilities instead of each op.
-PROBABILITY_LOSSES = {"tensorflow.nn.softmax_cross_entropy_with_logits": "categorical_crossentropy",
-                      "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "sparse_categorical_crossentropy",
-                      "tensorflow.nn.sigmoid_cross_entropy_with_logits": "binary_crossentropy"}
+PROBABILITY_LOSSES = {op: "sparse_categorical_crossentropy" if "sparse" in op else
+                      "categorical_crossentropy" if kind == "softmax" else "binary_crossentropy"
+                      for op, kind in LOGITS_OPS.items()}
+
+
+OP_WORDS = tuple({op.rsplit(".", 1)[1] for op in LOGITS_OPS})
 
 
 def _true(ctx: Context, expr) -> bool:
@@ -38,17 +48,23 @@ def _true(ctx: Context, expr) -> bool:
 class SoftmaxThenFromLogits(Rule):
     code = "CL010"
     name = "softmax-then-from-logits"
-    summary = "A `from_logits=True` loss is used on a model whose last layer already applies softmax."
+    summary = ("A loss that applies softmax/sigmoid itself (`from_logits=True`, the `*_with_logits` ops) is given "
+               "a softmax/sigmoid output.")
     severity = "error"
-    tokens = (b"from_logits", b"_with_logits")
+    tokens = (b"from_logits", b"_cross_entropy")  # the tf.nn `*_cross_entropy_with_logits`, TF 1's `losses.*`
     why = """
         `from_logits=True` tells the loss to apply softmax (or sigmoid) itself. When the model's
         last layer already applies it, softmax runs twice: the loss sees probabilities squashed
         into a narrow band, so it can neither get small for a right answer nor large for a wrong
         one, and the gradient through the first softmax is tiny once the model is confident.
         Training runs without an error and plateaus. The same happens with
-        `tf.nn.softmax_cross_entropy_with_logits(logits=probabilities)` and with a sigmoid output
-        fed to `BinaryCrossentropy(from_logits=True)`.
+        `tf.nn.softmax_cross_entropy_with_logits(logits=probabilities)` (also `_v2`, the sparse,
+        sigmoid and weighted ops, and TF 1's `tf.compat.v1.losses.softmax_cross_entropy`,
+        `sparse_softmax_cross_entropy` and `sigmoid_cross_entropy`, whose `logits` are logits by
+        definition), and with a sigmoid output fed to `BinaryCrossentropy(from_logits=True)`.
+        Measured: the `tf.nn` op on `softmax(logits)` gives 0.605 and 0.584 where the logits give
+        0.085 and 0.051. A softmax or sigmoid written out by hand (`exp(x) / reduce_sum(exp(x))`,
+        `1 / (1 + exp(-x))`) counts as one.
     """
     example = """
         model = tf.keras.Sequential([..., tf.keras.layers.Dense(10, activation="softmax")])
@@ -82,6 +98,13 @@ class SoftmaxThenFromLogits(Rule):
         "        return tf.keras.Sequential([tf.keras.layers.Dense(3, activation='softmax')])\n"
         "    return tf.keras.Sequential([tf.keras.layers.Dense(3)])\nmodel = make(probs=False)\n"
         "model.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n",
+        # TF 1's losses given logits; the probabilities go to a probability loss
+        "import tensorflow.compat.v1 as tf\nlogits = tf.layers.dense(h, 10)\nprobs = tf.nn.softmax(logits)\n"
+        "loss = tf.losses.softmax_cross_entropy(onehot_labels, logits)\n"
+        "acc = tf.keras.losses.categorical_crossentropy(y, probs)\n",
+        # the labels (not the logits) are a softmax: distillation targets
+        "import tensorflow as tf\nsoft = tf.nn.softmax(teacher / t)\n"
+        "loss = tf.nn.softmax_cross_entropy_with_logits(labels=soft, logits=student)\n",
         # a model from elsewhere: its last layer is not visible here
         "import tensorflow as tf\nfrom mypkg import build\nmodel = build()\n"
         "model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
@@ -113,12 +136,22 @@ class SoftmaxThenFromLogits(Rule):
         Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(z)\n"
                 "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=probs)\n", 3,
                 "applies softmax to `logits` itself"),
+        # round 3: TF 1's losses, the v2 and weighted ops, a hand-written softmax and sigmoid
+        Invalid("import tensorflow.compat.v1 as tf\nprobs = tf.layers.dense(h, 10, activation=tf.nn.softmax)\n"
+                "loss = tf.losses.softmax_cross_entropy(onehot_labels, probs)\n", 3, "tf.compat.v1.losses"),
+        Invalid("import tensorflow as tf\ndef head(x):\n    e = tf.exp(x - tf.reduce_max(x, -1, keepdims=True))\n"
+                "    return e / tf.reduce_sum(e, -1, keepdims=True)\n"
+                "loss = tf.nn.softmax_cross_entropy_with_logits_v2(labels=y, logits=head(z))\n", 5),
+        Invalid("import tensorflow as tf\np = 1 / (1 + tf.exp(-z))\n"
+                "loss = tf.nn.weighted_cross_entropy_with_logits(y, p, pos_weight=3.0)\n", 3, "sigmoid"),
+        Invalid("import tensorflow as tf\nprobs = tf.nn.sigmoid(tf.matmul(h, w))\n"
+                "loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, probs)\n", 3),
         Invalid("import keras\nmodel = keras.Sequential([keras.layers.Dense(4, activation='softmax')])\n"
                 "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        with_logits = facts.has("from_logits") or any(w.endswith("_with_logits") for w in facts.words)
+        with_logits = facts.has("from_logits") or any(w.endswith(OP_WORDS) for w in facts.words)
         return with_logits and facts.has(*PROBABILITY_WORDS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
@@ -140,7 +173,7 @@ class SoftmaxThenFromLogits(Rule):
         `*_with_logits(logits=p)`."""
         name = ctx.call_name(call)
         if name in LOGITS_OPS:  # the probe runs the op itself
-            kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 99, "logits"), None, {"op": name}
+            kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 1, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
             kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"
             probe = {"function": name.rsplit(".", 1)[-1], "call": ctx.flow.snippet(call)}
@@ -180,7 +213,7 @@ class SoftmaxThenFromLogits(Rule):
         twice = (f"{kind} is applied twice, so the loss is flattened and the gradients are tiny; "
                  "training plateaus without an error.")
         if what is None:
-            op = probe["op"].replace("tensorflow.", "tf.")
+            op = probe["op"].replace("tensorflow.losses.", "tf.compat.v1.losses.").replace("tensorflow.", "tf.")
             message = (f"`{op}` applies {kind} to `logits` itself, but the `logits` given already went through "
                        f"{kind} {where}: {twice} Pass the values from before the {kind}, or give the "
                        f"probabilities to `tf.keras.losses.{PROBABILITY_LOSSES[probe['op']]}`.")

@@ -30,6 +30,11 @@ _TENSORFLOW = """
     math.reduce_sum math.sigmoid math.softmax math.sqrt math.square math.subtract math.tanh
     nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
     nn.softmax_cross_entropy_with_logits nn.sparse_softmax_cross_entropy_with_logits
+    math.rsqrt math.pow pow math.reciprocal math.acos math.asin math.xlogy math.divide_no_nan
+    math.softplus nn.softplus math.l2_normalize nn.l2_normalize math.truediv truediv math.reduce_max
+    math.squared_difference math.reduce_euclidean_norm nn.relu6 math.softsign
+    equal not_equal greater greater_equal less less_equal math.equal math.not_equal math.greater
+    math.greater_equal math.less math.less_equal
 """
 # TF 1 names, each by its own full name: the ones a file importing `tensorflow.compat.v1 as tf`
 # uses, and the targets of the migration shim (`tf.log` gone from TF 2 runs as `tf.compat.v1.log`).
@@ -41,7 +46,7 @@ _TENSORFLOW_COMPAT_V1 = """
     sigmoid sqrt square squared_difference squeeze stack stop_gradient subtract tanh to_float where zeros
     zeros_like float16 float32 float64 int32 int64 bool
     add_check_numerics_ops batch_gather global_norm
-    math.exp math.log math.log1p math.log_sigmoid math.sigmoid math.softmax
+    math.exp math.log math.log1p math.log_sigmoid math.sigmoid math.softmax norm rsqrt pow reciprocal
     nn.l2_loss nn.log_softmax nn.relu nn.sigmoid nn.sigmoid_cross_entropy_with_logits nn.softmax
     nn.softmax_cross_entropy_with_logits nn.softmax_cross_entropy_with_logits_v2
     nn.sparse_softmax_cross_entropy_with_logits
@@ -61,6 +66,8 @@ _KERAS = """
     ops.abs ops.add ops.binary_crossentropy ops.cast ops.categorical_crossentropy ops.clip ops.convert_to_tensor
     ops.divide ops.exp ops.log ops.log_sigmoid ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum
     ops.multiply ops.sigmoid ops.softmax ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
+    ops.where ops.log1p ops.softplus ops.logsumexp ops.norm ops.max ops.reciprocal ops.power
+    backend.max backend.pow
     optimizers.Adadelta optimizers.Adafactor optimizers.Adagrad optimizers.Adam optimizers.AdamW
     optimizers.Adamax optimizers.Ftrl optimizers.Lamb optimizers.Lion optimizers.Muon optimizers.Nadam
     optimizers.RMSprop optimizers.SGD

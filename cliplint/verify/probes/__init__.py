@@ -8,10 +8,10 @@ stand-in that could change the outcome is listed in `assumptions`. A probe measu
 installed TensorFlow does and reports that, never what a rule's message expected.
 
 `common` holds what every probe shares; the probes are grouped by what they replay: `optimizers`
-(CL001, CL002, CL009, config files), `gradients` (CL003, CL005, CL006, CL007) and `numerics`
-(CL004, CL008, CL010). This module dispatches a payload to its probe, and after each probe
-resets Keras' global state (`common.reset_state`). `guard` checks the values a snippet passes to
-allowlisted callables.
+(CL001, CL002, CL009, config files), `gradients` (CL003, CL005, CL006, CL007), `numerics`
+(CL004, CL008, CL010) and `numerics_formulas` (CL011-CL015). This module dispatches a payload to
+its probe, and after each probe resets Keras' global state (`common.reset_state`). `guard` checks
+the values a snippet passes to allowlisted callables.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from . import common
 from .common import FLAVOUR, MissingSymbol, Refusal, kind_of, reset_state, verdict, versions
 from .gradients import probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
 from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
+from .numerics_formulas import probe_formula, probe_probability_loss, probe_single_unit
 from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
 
 __all__ = ["PROBES", "run", "set_unchecked", "verdict", "versions"]
@@ -54,6 +55,14 @@ PROBES = {
     ("CL009", ProbeKind.VALUE): probe_threshold,
     ("CL010", ProbeKind.SOFTMAX): probe_double_activation,
     ("CL010", ProbeKind.SIGMOID): probe_double_activation,
+    ("CL011", ProbeKind.UNSTABLE_SOFTMAX): probe_formula,
+    ("CL011", ProbeKind.LOGSUMEXP): probe_formula,
+    ("CL011", ProbeKind.SOFTPLUS): probe_formula,
+    ("CL011", ProbeKind.SQRT_EXP): probe_formula,
+    ("CL012", ProbeKind.PROBABILITY_LOSS): probe_probability_loss,
+    ("CL013", ProbeKind.SINGLE_UNIT): probe_single_unit,
+    ("CL014", ProbeKind.NORM_AT_ZERO): probe_formula,
+    ("CL015", ProbeKind.WHERE_GRADIENT): probe_formula,
     ("CL001", ProbeKind.CONFIG): probe_config,
     ("CL009", ProbeKind.CONFIG): probe_config,
 }

@@ -235,8 +235,20 @@ def _user_loss(probe: dict, default_class: str, assumptions: List[str]):
     return getattr(KERAS.losses, default_class)(from_logits=True)
 
 
-LOGITS_OPS = ("softmax_cross_entropy_with_logits", "sparse_softmax_cross_entropy_with_logits",
-              "sigmoid_cross_entropy_with_logits")
+# The ops that take logits by definition, by their canonical name's last parts, called as the
+# probe calls them (labels, logits).
+LOGITS_OPS = {
+    "nn.softmax_cross_entropy_with_logits": lambda y, z: tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=z),
+    "nn.softmax_cross_entropy_with_logits_v2": lambda y, z: tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=z),
+    "nn.sparse_softmax_cross_entropy_with_logits":
+        lambda y, z: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=z),
+    "nn.sigmoid_cross_entropy_with_logits": lambda y, z: tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=z),
+    "nn.weighted_cross_entropy_with_logits":
+        lambda y, z: tf.nn.weighted_cross_entropy_with_logits(labels=y, logits=z, pos_weight=1.0),
+    "losses.softmax_cross_entropy": lambda y, z: tf.compat.v1.losses.softmax_cross_entropy(y, z),
+    "losses.sparse_softmax_cross_entropy": lambda y, z: tf.compat.v1.losses.sparse_softmax_cross_entropy(y, z),
+    "losses.sigmoid_cross_entropy": lambda y, z: tf.compat.v1.losses.sigmoid_cross_entropy(y, z),
+}
 LOSS_FUNCTIONS = ("sparse_categorical_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",
                   "binary_crossentropy", "binary_focal_crossentropy")
 
@@ -244,11 +256,12 @@ LOSS_FUNCTIONS = ("sparse_categorical_crossentropy", "categorical_crossentropy",
 def _loss_used(probe: dict, default_class: str, assumptions: List[str]):
     """(the loss as the flagged line computes it, its name in the evidence, sparse labels?):
     the `tf.nn` op or the Keras loss function it calls, else the loss object it builds."""
-    op = probe.get("op", "").rsplit(".", 1)[-1]
+    op = ".".join(probe.get("op", "").split(".")[-2:])
     if op in LOGITS_OPS:
-        function = getattr(tf.nn, op)
-        return (lambda labels, logits: tf.reduce_mean(function(labels=labels, logits=logits)),
-                f"{TF} `tf.nn.{op}`", op.startswith("sparse_"))
+        function = LOGITS_OPS[op]
+        shown_op = f"tf.compat.v1.{op}" if op.startswith("losses.") else f"tf.{op}"
+        return (lambda labels, logits: tf.reduce_mean(function(labels, logits)),
+                f"{TF} `{shown_op}`", "sparse_" in op)
     if probe.get("function") in LOSS_FUNCTIONS:
         function, from_logits = getattr(KERAS.losses, probe["function"]), _from_logits_in(probe["call"])
         return (lambda labels, predictions: tf.reduce_mean(function(labels, predictions, from_logits=from_logits)),

@@ -1,0 +1,452 @@
+"""Formulas written out by hand (round 3's numerics rules): what an `exp` is taken of, whether
+an expression is shown to stay below the float32 overflow of `exp` (about 88), whether it is a
+distance (never negative), a difference, a pairwise difference over one set, and whether a
+value is one gradients flow through (not only an input pipeline's, a label's or a constant's).
+
+Names are followed through their assignments (`Dataflow.value_of`); nothing here is a
+rule's policy: the rules decide what to report from these answers.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ..names import EXP, SHAPE_CHANGES, SUMS
+from .carriers import origins
+from .constants import UNKNOWN, constant
+from .local import Dataflow
+from .nodes import MAX_DEPTH, arg, walk
+
+LOGS = frozenset({"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
+LOG1P = frozenset({"tensorflow.math.log1p", "keras.ops.log1p", "tensorflow.log1p"})
+SQRTS = frozenset({"tensorflow.sqrt", "tensorflow.math.sqrt", "keras.ops.sqrt", "keras.backend.sqrt"})
+SQUARES = frozenset({"tensorflow.square", "tensorflow.math.square", "keras.ops.square", "keras.backend.square"})
+NORMS = frozenset({"tensorflow.linalg.norm", "tensorflow.norm", "keras.ops.norm"})
+DIVIDES = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv",
+                     "keras.ops.divide", "keras.ops.true_divide"})
+MAXIMA = frozenset({"tensorflow.reduce_max", "tensorflow.math.reduce_max", "keras.ops.max", "keras.backend.max",
+                    "tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp",
+                    "keras.backend.logsumexp"})
+# Functions whose value never exceeds a small bound (|f| <= 1, or <= 0 for the log forms).
+BOUNDED = frozenset({
+    "tensorflow.tanh", "tensorflow.math.tanh", "keras.ops.tanh", "keras.backend.tanh", "tensorflow.math.sigmoid",
+    "keras.ops.sigmoid", "keras.backend.sigmoid", "tensorflow.nn.softmax", "keras.ops.softmax",
+    "tensorflow.sin", "tensorflow.math.sin", "tensorflow.cos", "tensorflow.math.cos", "keras.ops.sin", "keras.ops.cos",
+    "tensorflow.nn.log_softmax", "tensorflow.math.log_sigmoid", "keras.ops.log_softmax", "keras.ops.log_sigmoid",
+    "tensorflow.math.l2_normalize", "tensorflow.nn.l2_normalize", "keras.ops.normalize",
+    "tensorflow.nn.relu6", "tensorflow.clip_by_value", "keras.ops.clip", "keras.backend.clip",
+    "tensorflow.minimum", "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum",
+    "tensorflow.math.cos", "tensorflow.math.erf", "tensorflow.nn.softsign",
+})
+# Functions whose value is never negative.
+NONNEGATIVE = SQRTS | SQUARES | NORMS | EXP | frozenset({
+    "tensorflow.abs", "tensorflow.math.abs", "keras.ops.abs", "keras.backend.abs", "tensorflow.nn.relu",
+    "keras.ops.relu", "keras.activations.relu", "tensorflow.nn.softplus", "tensorflow.math.softplus",
+    "keras.ops.softplus", "tensorflow.math.squared_difference", "tensorflow.squared_difference",
+    "tensorflow.nn.l2_loss", "tensorflow.math.reduce_euclidean_norm", "tensorflow.math.softplus",
+})
+# Reductions that keep the sign of what they reduce.
+REDUCTIONS = SUMS | frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean",
+                               "keras.backend.mean"}) | SHAPE_CHANGES
+# Where a value can come from without gradients flowing to it.
+NOT_DIFFERENTIATED = frozenset({"tensorflow.stop_gradient", "keras.ops.stop_gradient", "keras.backend.stop_gradient"})
+PIPELINE_METHODS = ("map", "filter", "flat_map", "interleave")
+PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
+OVERFLOW = 80.0  # exp overflows float32 from about 88.7; a shown bound below this is safe
+CONSTANT_TENSORS = frozenset({"tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.cast",
+                              "keras.ops.convert_to_tensor", "keras.ops.cast", "keras.backend.constant"})
+SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
+# Names of label tensors: 0/1 or +-1 targets, bounded by 1 in magnitude.
+LABEL_NAMES = frozenset({"y_true", "labels", "label", "targets", "target", "y"})
+VARIABLES = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "keras.Variable"})
+# Floors and clips: with a positive constant bound, the value stays away from zero.
+POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum",
+                             "keras.backend.maximum", "tensorflow.clip_by_value", "keras.ops.clip",
+                             "keras.backend.clip"})
+
+
+def number(flow: Dataflow, expr) -> object:
+    """The literal a value is, also wrapped in `tf.constant(...)`/`tf.cast(...)`; else UNKNOWN."""
+    value = through(flow, expr)
+    for _ in range(3):
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in CONSTANT_TENSORS and value.args:
+            value = through(flow, value.args[0].value)
+        else:
+            break
+    found = constant(flow, value)
+    return found if isinstance(found, (int, float)) and not isinstance(found, bool) else UNKNOWN
+
+
+def through(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The expression a name or attribute was assigned from (itself when unknown)."""
+    return flow.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
+
+
+def exp_of(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+    """The `exp(...)` call `expr` is, or holds as a factor (`exp(x) * mask`): names followed, and
+    the engine's carriers (a parameter's arguments, a helper's returns, `self.x`)."""
+    value = through(flow, expr)
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
+        return value
+    if depth >= 3:
+        return None
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+        return exp_of(flow, value.left, depth + 1) or exp_of(flow, value.right, depth + 1)
+    if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
+        return next(filter(None, (exp_of(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
+    return None
+
+
+def summed(flow: Dataflow, expr: cst.BaseExpression) -> Optional[cst.Call]:
+    """The `reduce_sum(...)` call `expr` is, through names, shape changes, indexing (`[:, None]`)
+    and an added epsilon."""
+    value = through(flow, expr)
+    for _ in range(MAX_DEPTH):
+        if isinstance(value, cst.Subscript):
+            value = through(flow, value.value)
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
+                and constant(flow, value.right) is not UNKNOWN:
+            value = through(flow, value.left)
+        elif isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
+            value = through(flow, value.args[0].value)
+        else:
+            break
+    return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUMS and value.args else None
+
+
+def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Whether `expr` is shown to stay below OVERFLOW: a small constant, a bounded function
+    (`tanh`, `sigmoid`, `clip_by_value`, a log-probability), minus something never negative
+    (`-relu(x)`, `-d` of a distance), `x - reduce_max(x)`, or such a value scaled by a positive
+    constant. A negated unknown (`-beta * energy`) is not bounded."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(expr, cst.Name) and _max_subtracted_in_place(flow, expr):
+        return True
+    value = through(flow, expr)
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known < OVERFLOW
+    if isinstance(value, cst.Call):
+        name = flow.ctx.call_name(value)
+        if name in BOUNDED:
+            return True
+        if name in SUBTRACTS:
+            return _is_max(flow, arg(value, 1, "y"))
+        return name in REDUCTIONS and bool(value.args) and bounded_above(flow, value.args[0].value, depth + 1)
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        return nonnegative(flow, value.expression, depth + 1)
+    if not isinstance(value, cst.BinaryOperation):
+        return False
+    left, right, op = value.left, value.right, value.operator
+    if isinstance(op, cst.Subtract):
+        return _is_max(flow, right) or (bounded_above(flow, left, depth + 1) and nonnegative(flow, right, depth + 1))
+    if isinstance(op, cst.Add):
+        return bounded_above(flow, left, depth + 1) and bounded_above(flow, right, depth + 1)
+    if isinstance(op, cst.Multiply) and _small(flow, left, depth + 1) and _small(flow, right, depth + 1):
+        return True
+    if isinstance(op, (cst.Multiply, cst.Divide)):
+        return _scaled_bounded(flow, left, right, isinstance(op, cst.Multiply), depth + 1)
+    return False
+
+
+def _small(flow: Dataflow, expr, depth: int) -> bool:
+    """Bounded in magnitude by a small number: a clipped or squashed value, a label (0/1, +-1),
+    a small constant, or one of these negated."""
+    value = through(flow, expr)
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        value = through(flow, value.expression)
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return abs(known) < 10
+    if isinstance(value, cst.Name):
+        return value.value in LABEL_NAMES
+    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in BOUNDED and depth <= MAX_DEPTH
+
+
+def _max_subtracted_in_place(flow: Dataflow, use: cst.Name) -> bool:
+    """`x -= tf.reduce_max(x, ...)` before `use` of `x`, in the same scope."""
+    ctx, scope = flow.ctx, flow.scope_of(use)
+    for aug in ctx.nodes(cst.AugAssign):
+        if isinstance(aug.target, cst.Name) and aug.target.value == use.value \
+                and isinstance(aug.operator, cst.SubtractAssign) and ctx.pre[aug] < ctx.pre[use] \
+                and flow.scope_of(aug) is scope and _is_max(flow, aug.value):
+            return True
+    return False
+
+
+def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> bool:
+    """`c * b`, `b / c` with `b` bounded above by 0 (never positive) and `c` never negative;
+    `-0.5 * square(d)`, `-d / (2 * s ** 2)`."""
+    if nonpositive(flow, left, depth) and nonnegative(flow, right, depth):
+        return True
+    return multiply and nonpositive(flow, right, depth) and nonnegative(flow, left, depth)
+
+
+def nonpositive(flow: Dataflow, expr, depth: int = 0) -> bool:
+    value = through(flow, expr)
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known <= 0
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        return nonnegative(flow, value.expression, depth + 1)
+    if isinstance(value, cst.Call):
+        name = flow.ctx.call_name(value)
+        if name in ("tensorflow.nn.log_softmax", "tensorflow.math.log_sigmoid", "keras.ops.log_softmax"):
+            return True
+        return name in REDUCTIONS and bool(value.args) and nonpositive(flow, value.args[0].value, depth + 1)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
+        return _is_max(flow, value.right)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, (cst.Multiply, cst.Divide)) \
+            and depth < MAX_DEPTH:
+        return _scaled_bounded(flow, value.left, value.right, isinstance(value.operator, cst.Multiply), depth + 1)
+    return False
+
+
+def nonnegative(flow: Dataflow, expr, depth: int = 0) -> bool:
+    """Never negative: a square, a norm, a square root, an `exp`, a sum of such, a positive
+    constant, their products; the distance a contrastive or energy model takes the exp of."""
+    if depth > MAX_DEPTH:
+        return False
+    value = through(flow, expr)
+    known = number(flow, value)
+    if known is not UNKNOWN:
+        return known >= 0
+    if isinstance(value, cst.Call):
+        name = flow.ctx.call_name(value)
+        if name in NONNEGATIVE:
+            return True
+        if name in LOGS:  # log(2.0): the log of a constant of at least 1
+            inner = number(flow, arg(value, 0, "x"))
+            return inner is not UNKNOWN and inner >= 1
+        return name in REDUCTIONS and bool(value.args) and nonnegative(flow, value.args[0].value, depth + 1)
+    if isinstance(value, cst.BinaryOperation):
+        op = value.operator
+        if isinstance(op, cst.Power):
+            return constant(flow, value.right) == 2
+        if isinstance(op, cst.Multiply) and _same(flow, value.left, value.right):
+            return True
+        if isinstance(op, (cst.Multiply, cst.Divide, cst.Add)):
+            return nonnegative(flow, value.left, depth + 1) and nonnegative(flow, value.right, depth + 1)
+    return False
+
+
+def _is_max(flow: Dataflow, expr) -> bool:
+    """`reduce_max(...)` or `reduce_logsumexp(...)` (under `stop_gradient`), names followed:
+    what makes `x - m` at most 0."""
+    value = through(flow, expr)
+    for _ in range(3):
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES \
+                and value.args:
+            value = through(flow, value.args[0].value)
+        elif isinstance(value, cst.Subscript):
+            value = through(flow, value.value)
+        else:
+            break
+    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA
+
+
+def _same(flow: Dataflow, a, b) -> bool:
+    return flow.ctx.text(a) == flow.ctx.text(b)
+
+
+def difference(flow: Dataflow, expr) -> Optional[cst.BinaryOperation]:
+    """The `a - b` (or `tf.subtract(a, b)`) `expr` is, names followed, else None."""
+    value = through(flow, expr)
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
+        return value
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ("tensorflow.subtract", "tensorflow.math.subtract",
+                                                                       "keras.ops.subtract"):
+        return value
+    return None
+
+
+def operands(diff) -> tuple:
+    if isinstance(diff, cst.BinaryOperation):
+        return diff.left, diff.right
+    return arg(diff, 0, "x"), arg(diff, 1, "y")
+
+
+def pairwise(flow: Dataflow, diff) -> Optional[cst.BaseExpression]:
+    """`r` in `r[:, None] - r[None, :]`, `expand_dims(r, 1) - expand_dims(r, 0)`: one set against
+    itself, so the diagonal is always zero; else None."""
+    left, right = operands(diff)
+    a, b = _broadcast_base(flow, left), _broadcast_base(flow, right)
+    if a is not None and b is not None and _same(flow, a, b) and flow.ctx.text(left) != flow.ctx.text(right):
+        return a
+    return None
+
+
+def _broadcast_base(flow: Dataflow, expr) -> Optional[cst.BaseExpression]:
+    """`r` in `r[:, None]`, `r[None]`, `expand_dims(r, 1)`, `r[:, tf.newaxis]`."""
+    value = through(flow, expr) if isinstance(expr, cst.Name) else expr
+    if isinstance(value, cst.Subscript) and any(_new_axis(flow, e.slice) for e in value.slice):
+        return value.value
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ("tensorflow.expand_dims", "keras.ops.expand_dims",
+                                                                       "keras.backend.expand_dims"):
+        return arg(value, 0, "input")
+    return None
+
+
+def _new_axis(flow: Dataflow, element) -> bool:
+    if not isinstance(element, cst.Index):
+        return False
+    value = element.value
+    return (isinstance(value, cst.Name) and value.value == "None") or \
+        (isinstance(value, cst.Attribute) and value.attr.value == "newaxis")
+
+
+def in_pipeline(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Whether `node` lies only in code an input pipeline runs (gradients never reach it): a
+    function or lambda given to `Dataset.map`/`filter`/`flat_map`/`interleave`, `tf.py_function`
+    or `tf.numpy_function`, inside it or in a function every call of which is there."""
+    ctx = flow.ctx
+    for outer in ctx.ancestors(node):
+        if isinstance(outer, cst.Lambda) and _pipeline_argument(flow, outer):
+            return True
+        if isinstance(outer, cst.FunctionDef):
+            return _pipeline_function(flow, outer, 0)
+    return False
+
+
+def _pipeline_function(flow: Dataflow, function: cst.FunctionDef, depth: int) -> bool:
+    ctx = flow.ctx
+    uses = [n for n in flow.names(function.name.value) if n is not function.name]
+    if not uses or depth > 3:
+        return False
+    for use in uses:
+        if _pipeline_argument(flow, use):
+            continue
+        parent = ctx.parent.get(use)
+        caller = next((a for a in ctx.ancestors(use) if isinstance(a, cst.FunctionDef)), None)
+        if isinstance(parent, cst.Call) and parent.func is use and caller is not None \
+                and _pipeline_function(flow, caller, depth + 1):
+            continue
+        return False
+    return True
+
+
+def _pipeline_argument(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """`node` is an argument of `ds.map(...)` (any `.map`/`.filter`... on a non-module value) or
+    of `tf.py_function`/`tf.numpy_function`."""
+    ctx = flow.ctx
+    parent = ctx.parent.get(node)
+    call = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return False
+    func = call.func
+    if ctx.call_name(call) in PIPELINE_CALLS:
+        return True
+    return isinstance(func, cst.Attribute) and func.attr.value in PIPELINE_METHODS and ctx.qualify(func) is None
+
+
+def weight(flow: Dataflow, expr) -> bool:
+    """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), names followed: a norm of
+    it is weight normalisation or a constraint, not a distance between points."""
+    value = through(flow, expr)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    added = isinstance(func, cst.Attribute) and func.attr.value == "add_weight"
+    return added or flow.ctx.call_name(value) in VARIABLES
+
+
+def away_from_zero(flow: Dataflow, expr) -> bool:
+    """Shown to stay above a positive constant: `maximum(x, 1e-12)`, `clip_by_value(x, 1e-6, 1)`,
+    something never negative plus a positive constant, `exp(...)`."""
+    value = through(flow, expr)
+    if isinstance(value, cst.Call):
+        name = flow.ctx.call_name(value)
+        if name in EXP:
+            return True
+        if name in POSITIVE_FLOORS and len(value.args) >= 2:
+            floor = number(flow, value.args[1].value)
+            return floor is not UNKNOWN and floor > 0
+        return False
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        for one, other in ((value.left, value.right), (value.right, value.left)):
+            known = number(flow, one)
+            if known is not UNKNOWN and known > 0 and nonnegative(flow, other):
+                return True
+    return False
+
+
+def discarded(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """The value is computed and thrown away (a bare expression statement: a named metric, a
+    summary): no loss is made of it, so no gradient flows through it."""
+    for outer in flow.ctx.ancestors(node):
+        if isinstance(outer, cst.Expr):
+            return True
+        if isinstance(outer, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
+
+
+def in_optimizer(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Inside a class deriving from an optimizer (`tf.keras.optimizers.Optimizer`,
+    `tf.train.Optimizer`, a base named `...Optimizer`): its values are updates made of gradients and weights, never
+    differentiated (LARS's and LAMB's trust ratios, `tf.where(g_norm > 0, w_norm / g_norm, 1)`)."""
+    for outer in flow.ctx.ancestors(node):
+        if isinstance(outer, cst.ClassDef):
+            for cls in [outer, *flow.bases(outer)]:
+                for base in cls.bases:
+                    name = flow.ctx.qualify(base.value) or flow.ctx.text(base.value)
+                    if name.startswith(("keras.optimizers.", "tensorflow.train.")) or name.endswith("Optimizer"):
+                        return True
+    return False
+
+
+# What a module that differentiates anything calls: a tape, the gradient functions, Keras training.
+TRAINING_WORDS = ("GradientTape", "gradient", "gradients", "compute_gradients", "minimize", "fit", "fit_generator",
+                  "train_on_batch", "compile", "apply_gradients")
+
+
+def never_differentiated(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Code at the top level of a module (or notebook) that differentiates nothing: no tape, no
+    gradients, no Keras training. A function's value may be differentiated by its callers
+    elsewhere, so only statements outside every function and class count."""
+    ctx = flow.ctx
+    if any(isinstance(outer, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for outer in ctx.ancestors(node)):
+        return False
+    return not any(isinstance(n, cst.Name) and n.value in TRAINING_WORDS for n in ctx.nodes(cst.Name))
+
+
+def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
+    """Inside `tf.stop_gradient(...)`."""
+    return any(isinstance(outer, cst.Call) and flow.ctx.call_name(outer) in NOT_DIFFERENTIATED
+               for outer in flow.ctx.ancestors(node))
+
+
+def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
+    """Whether every name `expr` is computed from (names followed through their assignments;
+    the functions called are not counted) is one of `words`: a value made of labels, masks and
+    shapes alone, which no gradient reaches."""
+    leaves = []
+    for sub in walk(expr):
+        if not isinstance(sub, cst.Name) or sub.value in ("True", "False", "None") or _callee_part(flow, sub):
+            continue
+        value = flow.value_of(sub)
+        if value is not sub and depth < MAX_DEPTH:
+            if not only_from(flow, value, words, depth + 1):
+                return False
+        else:
+            leaves.append(sub)
+    return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf) for leaf in leaves)
+
+
+def _callee_part(flow: Dataflow, name: cst.Name) -> bool:
+    """`name` is (the head of) what a call calls, part of an attribute (`tf` in `tf.shape`), or a
+    keyword (`axis=`)."""
+    parent = flow.ctx.parent.get(name)
+    if isinstance(parent, cst.Attribute) or (isinstance(parent, cst.Arg) and parent.keyword is name):
+        return True
+    return isinstance(parent, cst.Call) and parent.func is name
+
+
+def mentions(node: cst.CSTNode, words) -> bool:
+    """Whether a name or attribute in `node` is one of `words` (lower case, as a part of `_`)."""
+    for sub in walk(node):
+        if isinstance(sub, cst.Name) and set(sub.value.lower().split("_")) & words:
+            return True
+    return False

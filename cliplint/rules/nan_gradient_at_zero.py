@@ -1,0 +1,205 @@
+"""CL014 nan-gradient-at-zero."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..analysis import Context
+from ..facts import Facts
+from ..findings import ProbeKind, Report
+from ..flow.formulas import (
+    DIVIDES,
+    NORMS,
+    SQRTS,
+    SQUARES,
+    TRAINING_WORDS,
+    difference,
+    discarded,
+    in_optimizer,
+    in_pipeline,
+    mentions,
+    never_differentiated,
+    operands,
+    pairwise,
+    stopped,
+    through,
+    weight,
+)
+from ..flow.nodes import arg, walk
+from ..names import SUMS
+from . import Invalid, Rule
+
+SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
+# Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
+NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
+                                      "variables", "params", "label", "labels", "mask", "shape", "update", "updates",
+                                      "delta", "deltas"})
+LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
+EUCLIDEAN = (None, 2, "euclidean", "fro")
+
+
+class NanGradientAtZero(Rule):
+    code = "CL014"
+    name = "nan-gradient-at-zero"
+    summary = "A Euclidean norm of a difference (or `x / norm(x)`) has a NaN gradient where its argument is zero."
+    severity = "warning"
+    tokens = (b"norm", b"sqrt")
+    context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
+    why = """
+        The gradient of `sqrt` at 0 is infinite, and the gradient of a Euclidean norm at the zero
+        vector is `0 / 0 = nan`: `tf.norm(v)` and `tf.sqrt(tf.reduce_sum(tf.square(v)))` at
+        `[0., 0.]` have the value 0 and the gradient `[nan, nan]` (measured, TF 2.21). A norm of a
+        difference `a - b` is zero whenever two points coincide; a pairwise distance of one set
+        with itself (`r[:, None] - r[None, :]`) always has a zero diagonal, so every gradient is
+        NaN (an error). `x / tf.norm(x)` is NaN at `x = 0`. One NaN gradient makes every weight NaN
+        at the next step, and clipping cannot repair it. Only values gradients flow through are
+        reported: not an input pipeline's (`Dataset.map`, `tf.py_function`), not under
+        `tf.stop_gradient`, not norms of gradients or weights (logging, clipping, constraints).
+    """
+    example = """
+        d = tf.norm(x[:, None, :] - x[None, :, :], axis=-1)   # pairwise distances
+        u = v / tf.norm(v, axis=-1, keepdims=True)
+    """
+    instead = """
+        d = tf.sqrt(tf.reduce_sum(tf.square(x[:, None, :] - x[None, :, :]), axis=-1) + 1e-12)
+        u = tf.math.l2_normalize(v, axis=-1)   # or tf.math.divide_no_nan(v, tf.norm(v, ...))
+    """
+    VALID = [
+        # an epsilon inside the square root
+        "import tensorflow as tf\nd = tf.sqrt(tf.reduce_sum(tf.square(a - b), axis=-1) + 1e-12)\n",
+        "import tensorflow as tf\nu = tf.math.l2_normalize(v, axis=-1)\nw = tf.math.divide_no_nan(v, tf.norm(v))\n",
+        # the norm of gradients, for logging and clipping
+        "import tensorflow as tf\ngrads = tape.gradient(loss, model.trainable_variables)\n"
+        "gn = tf.norm(grads[0] - prev_grads[0])\n",
+        # an input pipeline
+        "import tensorflow as tf\ndef prep(x, y):\n    return x / tf.norm(x), y\n"
+        "ds = tf.data.Dataset.from_tensor_slices((a, b)).map(prep)\n",
+        # under stop_gradient, and NumPy
+        "import tensorflow as tf\nimport numpy as np\nd = tf.stop_gradient(tf.norm(a - b))\n"
+        "e = np.linalg.norm(a - b)\n",
+        # weight normalisation of a variable, and a metric computed and thrown away (only named)
+        "import tensorflow.compat.v1 as tf\nv = tf.get_variable('v', [4, 8])\n"
+        "v = v / tf.norm(v, axis=0, keepdims=True)\n"
+        "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
+        # a script that differentiates nothing: the norm is a printed number
+        "import tensorflow as tf\nerr = tf.norm(a - a_approx) ** 2\nprint(err)\n",
+        # the norm of a single vector (not a difference)
+        "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ndef distances(r):\n"
+                "    return tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 3, "diagonal", "error"),
+        Invalid("import tensorflow as tf\ndef triplet(anchor, positive):\n    diff = anchor - positive\n"
+                "    return tf.sqrt(tf.reduce_sum(tf.square(diff), axis=1))\n", 4, "NaN", "warning"),
+        Invalid("import tensorflow as tf\nclass Head(tf.keras.layers.Layer):\n    def call(self, v):\n"
+                "        return v / tf.norm(v, axis=-1, keepdims=True)\n", 4, "l2_normalize"),
+        Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
+                "    d = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 3),
+        Invalid("import tensorflow as tf\ndef energy(xyz):\n    rij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
+                "    return tf.reduce_sum(tf.linalg.norm(rij, axis=-1))\n", 4, "diagonal", "error"),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("norm", "sqrt")
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for node in ctx.nodes(cst.Call, cst.BinaryOperation):
+            found = self._finding(ctx, node)
+            if found is None or self._excluded(ctx, node, found[1]):
+                continue
+            kind, inner, base = found
+            pair = base is not None
+            probe = {"kind": ProbeKind.NORM_AT_ZERO, "expr": ctx.flow.snippet(node),
+                     "inputs": self._inputs(ctx, node, inner, base), "pairwise": pair, "normalise": kind == "normalise"}
+            yield Report(node, self._message(kind, pair), severity="error" if pair else "warning", probe=probe)
+
+    def _finding(self, ctx: Context, node):
+        """(what, the value whose zero is singular, pairwise?) for a norm of a difference, a square
+        root of a sum of its squares, or `x / norm(x)`."""
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.Divide) and self._norm_of(ctx, node.right, node.left):
+                return "normalise", node.left, None
+            return None
+        name = ctx.call_name(node)
+        if name in DIVIDES and self._norm_of(ctx, arg(node, 1, "y"), arg(node, 0, "x")):
+            return "normalise", arg(node, 0, "x"), None
+        if name in NORMS and self._euclidean(ctx, node):
+            diff = difference(ctx.flow, arg(node, 0, "tensor"))
+            return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
+        if name in SQRTS:
+            diff = self._summed_squares(ctx, arg(node, 0, "x"))
+            return ("sqrt", diff, pairwise(ctx.flow, diff)) if diff is not None else None
+        return None
+
+    def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
+        value = through(ctx.flow, denominator) if denominator is not None else None
+        return isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and numerator is not None \
+            and arg(value, 0, "tensor") is not None and ctx.text(arg(value, 0, "tensor")) == ctx.text(numerator) \
+            and self._euclidean(ctx, value)
+
+    @staticmethod
+    def _euclidean(ctx: Context, norm: cst.Call) -> bool:
+        order = arg(norm, 1, "ord")
+        return order is None or ctx.flow.constant(order) in EUCLIDEAN
+
+    @staticmethod
+    def _summed_squares(ctx: Context, expr):
+        """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
+        `reduce_sum(squared_difference(a, b))`: no epsilon added (names followed)."""
+        total = through(ctx.flow, expr) if expr is not None else None
+        if not (isinstance(total, cst.Call) and ctx.call_name(total) in SUMS and total.args):
+            return None
+        squared = through(ctx.flow, total.args[0].value)
+        if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARED_DIFFERENCES:
+            return squared
+        if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARES and squared.args:
+            return difference(ctx.flow, squared.args[0].value)
+        if isinstance(squared, cst.BinaryOperation):
+            if isinstance(squared.operator, cst.Power) and ctx.flow.constant(squared.right) == 2:
+                return difference(ctx.flow, squared.left)
+            if isinstance(squared.operator, cst.Multiply) and ctx.text(squared.left) == ctx.text(squared.right):
+                return difference(ctx.flow, squared.left)
+        return None
+
+    @staticmethod
+    def _excluded(ctx: Context, node, inner) -> bool:
+        """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
+        masks; or the norm is only logged or clipped."""
+        if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
+                or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
+                or never_differentiated(ctx.flow, node):
+            return True
+        for outer in ctx.ancestors(node):
+            if isinstance(outer, cst.Call) and (ctx.call_name(outer) or "").startswith(LOGGING):
+                return True
+        return False
+
+    @staticmethod
+    def _inputs(ctx: Context, node, inner, base) -> list:
+        """The snippets the probe binds to its stand-in, as the expression writes them: the set of a
+        pairwise difference, both sides of a difference (the same point), the name holding the
+        difference, or the normalised value."""
+        if not ctx.encloses(node, inner):
+            held = [n for n in walk(node) if isinstance(n, cst.Name) and ctx.flow.value_of(n) is inner]
+            return [ctx.flow.snippet(held[0])] if held else []
+        if base is not None:
+            return [ctx.flow.snippet(base)]
+        if difference(ctx.flow, inner) is inner:
+            return [ctx.flow.snippet(side) for side in operands(inner) if side is not None]
+        return [ctx.flow.snippet(inner)]
+
+    @staticmethod
+    def _message(kind: str, pair: bool) -> str:
+        if kind == "normalise":
+            return ("`x / norm(x)` is NaN at `x = 0`, in value and gradient (measured: `[0, 0]` gives NaN). Use "
+                    "`tf.math.l2_normalize(x, axis)` or `tf.math.divide_no_nan`.")
+        what = "the norm" if kind == "norm" else "the square root of the sum of squares"
+        if pair:
+            return (f"{what} of a pairwise difference of one set with itself: its diagonal is always zero, where the "
+                    "gradient of a Euclidean norm is NaN (measured: every gradient NaN), so the first step makes every "
+                    "weight NaN. Add an epsilon inside the square root: "
+                    "`tf.sqrt(tf.reduce_sum(tf.square(d), axis) + 1e-12)`.")
+        return (f"{what} of a difference: where the two points coincide its gradient is NaN (measured: `tf.norm` at "
+                "`[0, 0]` has gradient `[nan, nan]`), and one NaN gradient makes every weight NaN. Add an epsilon "
+                "inside the square root: `tf.sqrt(tf.reduce_sum(tf.square(d), axis) + 1e-12)`.")

@@ -1,0 +1,187 @@
+"""CL012 probabilities-loss-on-logits."""
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..analysis import Context
+from ..facts import Facts
+from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..flow.constants import UNKNOWN
+from ..flow.nodes import arg
+from . import Invalid, Rule
+
+PROBABILITY_LOSSES = ("BinaryCrossentropy", "CategoricalCrossentropy", "SparseCategoricalCrossentropy")
+LOSS_CLASSES = {f"keras.losses.{n}": n for n in PROBABILITY_LOSSES}
+LOSS_NAMES = {"binary_crossentropy": "BinaryCrossentropy", "categorical_crossentropy": "CategoricalCrossentropy",
+              "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy"}
+LOSS_FUNCTIONS = {f"{module}.{n}": cls for module in ("keras.losses", "keras.metrics")
+                  for n, cls in LOSS_NAMES.items()}
+# Layers whose output is linear unless an activation is given (keyword `activation`; Dense's second argument).
+LINEAR_LAYERS = ("keras.layers.Dense", "keras.layers.Conv1D", "keras.layers.Conv2D", "keras.layers.Conv3D",
+                 "keras.layers.EinsumDense")
+NOT_SQUASHING = (None, "linear", "relu")
+TRAINING = ("fit", "fit_generator", "train_on_batch")
+
+
+class ProbabilitiesLossOnLogits(Rule):
+    code = "CL012"
+    name = "probabilities-loss-on-logits"
+    summary = "A loss that expects probabilities (`from_logits=False`, the default) is given a model's logits."
+    severity = "error"
+    tokens = (b"rossentropy",)
+    why = """
+        `BinaryCrossentropy`, `CategoricalCrossentropy` and `SparseCategoricalCrossentropy`
+        (and their functions and string names) expect probabilities unless `from_logits=True`.
+        Keras clips the predictions to `[1e-7, 1 - 1e-7]` and normalises categorical ones by their
+        sum, so logits from a last layer without a squashing activation (a `Dense` without
+        activation, `"linear"`, `"relu"`) give meaningless losses with no error and no warning.
+        Measured (TF 2.21, Keras 3): `BinaryCrossentropy()` on logits `[[2.5], [-3.0]]` with
+        labels `[[1], [0]]` is 1.19e-07, "perfect", with no gradient, where the right value is
+        0.0637; `SparseCategoricalCrossentropy()` on logits `[[3, -2, .5], [-1, -4, 2]]` is 0.2027
+        instead of 0.0680, and `CategoricalCrossentropy()` 8.059.
+    """
+    example = """
+        model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                     tf.keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="binary_crossentropy")
+        model.fit(x, y)
+    """
+    instead = """
+        model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                     tf.keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
+        model.fit(x, y)
+    """
+    fixes = """
+        **Unsafe**: `from_logits=True` is added to a loss constructor written in the call
+        (`BinaryCrossentropy()` becomes `BinaryCrossentropy(from_logits=True)`). The model keeps
+        returning logits, so code that reads `predict` as probabilities (a 0.5 threshold) must
+        apply the sigmoid or softmax itself. Not offered for string names.
+    """
+    VALID = [
+        # the activation ends the model
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
+        "model.compile(loss='binary_crossentropy')\nmodel.fit(x, y)\n",
+        # from_logits=True
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+        "model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\nmodel.fit(x, y)\n",
+        # a softmax between the model and the loss
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+        "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()\n"
+        "def step(x, y):\n    return loss_fn(y, tf.nn.softmax(model(x)))\n",
+        # a regression loss on a linear output
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "model.compile(loss='mse')\nmodel.fit(x, y)\n",
+        # the model's last layer is not known here
+        "import tensorflow as tf\nfrom zoo import build\nmodel = build()\n"
+        "model.compile(loss='categorical_crossentropy')\nmodel.fit(x, y)\n",
+        # the function told the predictions are logits
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+        "def step(x, y):\n    return tf.keras.losses.binary_crossentropy(y, model(x), from_logits=True)\n",
+        # an Activation layer ends the model
+        "import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(3))\n"
+        "model.add(tf.keras.layers.Activation('softmax'))\nmodel.compile(loss='categorical_crossentropy')\n"
+        "model.fit(x, y)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),\n"
+                "    tf.keras.layers.Dense(1)])\nmodel.compile(optimizer='adam', loss='binary_crossentropy')\n"
+                "model.fit(x, y)\n", 4, "1.19e-07"),
+        Invalid("from tensorflow import keras\ninp = keras.Input((4,))\nout = keras.layers.Dense(3)(inp)\n"
+                "model = keras.Model(inp, out)\nmodel.compile('adam', loss=keras.losses.CategoricalCrossentropy())\n"
+                "model.fit(x, y)\n", 5, "from_logits=True"),
+        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='relu')])\n"
+                "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()\n"
+                "def train_step(x, y):\n    with tf.GradientTape() as tape:\n"
+                "        loss = loss_fn(y, model(x, training=True))\n", 6),
+        # a builder function
+        Invalid("import tensorflow as tf\ndef build(n):\n    m = tf.keras.Sequential()\n"
+                "    m.add(tf.keras.layers.Dense(n))\n    return m\nmodel = build(10)\n"
+                "model.compile(loss='sparse_categorical_crossentropy')\nmodel.fit(x, y)\n", 7),
+        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
+                "def step(x, y):\n    return tf.keras.losses.binary_crossentropy(y, model(x))\n", 4),
+        Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(16))\n"
+                "model.add(tf.keras.layers.Dense(1, activation=None))\n"
+                "model.compile(loss=tf.keras.losses.binary_crossentropy)\nmodel.fit(x, y)\n", 5),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return any("rossentropy" in w for w in facts.words)
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "compile" and ctx.qualify(func.value) is None:
+                loss = arg(call, 1, "loss")
+                if loss is not None and self._trained(ctx, func.value):
+                    yield from self._report(ctx, loss, func.value, "the compiled model's outputs")
+            elif isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
+                    and not self._from_logits(ctx, call):
+                predictions = ctx.flow.value_of(call.args[1].value)
+                if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call):
+                    yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
+
+    def _report(self, ctx: Context, loss, model, what: str, at=None) -> Iterator[Report]:
+        found = self._probability_loss(ctx, loss)
+        layer = ctx.flow.probabilities.last_layer(model) if found else None
+        if layer is None or not self._linear(ctx, layer):
+            return
+        loss_class, constructor = found
+        last = ctx.text(layer).strip().splitlines()[0][:80]
+        message = (f"`{loss_class}` expects probabilities (`from_logits=False`, the default), but {what} come from "
+                   f"`{last}`, which has no squashing activation: Keras clips the logits to [1e-7, 1 - 1e-7] "
+                   f"(measured: `BinaryCrossentropy()` on logits 2.5 / -3.0 is 1.19e-07, \"perfect\", with no "
+                   f"gradient). Use `from_logits=True`, or end the model with a sigmoid/softmax.")
+        fix = None
+        if constructor is not None:
+            fixed = constructor.with_changes(args=(*constructor.args, cst.Arg(
+                keyword=cst.Name("from_logits"), value=cst.Name("True"),
+                equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))))
+            fix = Fix("add `from_logits=True` (the model outputs logits)", UNSAFE, ((constructor, fixed),))
+        probe = {"kind": ProbeKind.PROBABILITY_LOSS, "loss_class": loss_class}
+        yield Report(at if at is not None else loss, message, probe=probe, fix=fix)
+
+    @staticmethod
+    def _probability_loss(ctx: Context, loss):
+        """(the loss class, its constructor call when written as one) for a probabilities loss
+        with `from_logits` false or absent."""
+        value = ctx.flow.value_of(loss)
+        if isinstance(value, cst.Call) and ctx.call_name(value) in LOSS_CLASSES:
+            given = arg(value, 0, "from_logits")
+            if given is not None and ctx.flow.constant(given) is not False:
+                return None
+            written = not any(a.keyword is not None and a.keyword.value == "from_logits" for a in value.args)
+            return LOSS_CLASSES[ctx.call_name(value)], value if written and not value.args else None
+        text = ctx.flow.constant(value)
+        if isinstance(text, str) and text in LOSS_NAMES:
+            return LOSS_NAMES[text], None
+        qualified = ctx.qualify(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if qualified in LOSS_FUNCTIONS:
+            return LOSS_FUNCTIONS[qualified], None
+        return None
+
+    @staticmethod
+    def _from_logits(ctx: Context, call: cst.Call) -> bool:
+        """A loss function called with a `from_logits` that is not literally False."""
+        given = arg(call, 99, "from_logits")
+        return given is not None and ctx.flow.constant(given) is not False
+
+    @staticmethod
+    def _linear(ctx: Context, layer: cst.Call) -> bool:
+        name = ctx.call_name(layer)
+        if name not in LINEAR_LAYERS:
+            return False
+        activation = arg(layer, 1 if name == "keras.layers.Dense" else 99, "activation")
+        if activation is None:
+            return True
+        value = ctx.flow.constant(activation)
+        return value is not UNKNOWN and value in NOT_SQUASHING
+
+    @staticmethod
+    def _trained(ctx: Context, model) -> bool:
+        """The compiled model is trained in this module (`fit` on the same name or attribute)."""
+        text = ctx.text(model)
+        return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in TRAINING
+                   and ctx.text(c.func.value) == text for c in ctx.nodes(cst.Call))

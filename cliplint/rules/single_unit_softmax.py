@@ -1,0 +1,122 @@
+"""CL013 single-unit-softmax."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..analysis import Context
+from ..facts import Facts
+from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..flow.nodes import arg
+from ..flow.probabilities import activation_of
+from ..names import SEQUENTIAL, SOFTMAX
+from . import Invalid, Rule
+
+MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (measured: 0.99999994), so the "
+           "model learns nothing; Keras 3 warns only at run time. Use a sigmoid with a binary loss, or two units "
+           "with softmax.")
+
+
+class SingleUnitSoftmax(Rule):
+    code = "CL013"
+    name = "single-unit-softmax"
+    summary = "A softmax over an axis of size one (`Dense(1, activation=\"softmax\")`): its output is always 1."
+    severity = "error"
+    tokens = (b"softmax", b"Softmax")
+    why = """
+        Softmax normalises over its axis: over a single unit, `exp(x) / exp(x)` is 1 whatever `x`
+        is. `Dense(1, activation="softmax")` outputs 0.99999994 for every input, the loss is
+        constant, and three epochs of SGD with `binary_crossentropy` moved the weights by at most
+        0.008 (noise). Keras 3 warns only at run time, inside the training log ("You are using a
+        softmax over axis -1 of a tensor of shape (None, 1)").
+    """
+    example = """
+        model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"),
+                                     tf.keras.layers.Dense(1, activation="softmax")])
+        model.compile(loss="binary_crossentropy")
+    """
+    instead = """
+        model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"),
+                                     tf.keras.layers.Dense(1, activation="sigmoid")])
+        model.compile(loss="binary_crossentropy")
+    """
+    fixes = """
+        **Unsafe**: `activation="softmax"` on a one-unit `Dense` becomes `activation="sigmoid"`;
+        right with a binary loss, but the loss must be one (a categorical loss over one unit is
+        still constant).
+    """
+    VALID = [
+        "import tensorflow as tf\nout = tf.keras.layers.Dense(1, activation='sigmoid')(h)\n",
+        "import tensorflow as tf\nout = tf.keras.layers.Dense(2, activation='softmax')(h)\n",
+        # softmax over the other axis of a one-unit score: attention pooling over time
+        "import tensorflow as tf\nscores = tf.keras.layers.Dense(1)(h)\nweights = tf.nn.softmax(scores, axis=1)\n",
+        "import torch\nout = torch.softmax(torch.nn.Linear(8, 1)(h), dim=-1)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\nout = tf.keras.layers.Dense(1, activation='softmax')(h)\n", 2, "sigmoid"),
+        Invalid("from tensorflow import keras\nmodel = keras.Sequential([keras.layers.Dense(8, activation='relu'),\n"
+                "    keras.layers.Dense(1), keras.layers.Activation('softmax')])\n", 3),
+        Invalid("import tensorflow as tf\nlogit = tf.keras.layers.Dense(1)(h)\np = tf.nn.softmax(logit)\n", 3),
+        Invalid("import tensorflow as tf\nunits = 1\nout = tf.keras.layers.Dense(units, 'softmax')(h)\n", 3),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("softmax", "Softmax")
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            name = ctx.call_name(call)
+            if name == "keras.layers.Dense" and self._one_unit(ctx, call) \
+                    and activation_of(ctx.flow, call) == "softmax":
+                yield Report(call, MESSAGE, probe=self._probe(ctx, call), fix=self._fix(ctx, call))
+            elif name in SEQUENTIAL:
+                yield from self._sequential(ctx, call)
+            elif self._softmax_of_one_unit(ctx, call):
+                yield Report(call, MESSAGE, probe={"kind": ProbeKind.SINGLE_UNIT})
+
+    @staticmethod
+    def _one_unit(ctx: Context, dense: cst.Call) -> bool:
+        return ctx.flow.constant(arg(dense, 0, "units")) == 1
+
+    def _probe(self, ctx: Context, layer: cst.Call) -> dict:
+        return {"kind": ProbeKind.SINGLE_UNIT, "layer": ctx.flow.snippet(layer)}
+
+    def _sequential(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
+        """`Sequential([..., Dense(1), Activation("softmax")])`."""
+        layers = arg(call, 0, "layers")
+        if not isinstance(layers, (cst.List, cst.Tuple)):
+            return
+        values = [e.value for e in layers.elements]
+        for before, after in zip(values, values[1:]):
+            if isinstance(before, cst.Call) and isinstance(after, cst.Call) \
+                    and ctx.call_name(before) == "keras.layers.Dense" and self._one_unit(ctx, before) \
+                    and activation_of(ctx.flow, before) is None \
+                    and ctx.call_name(after) in ("keras.layers.Activation", "keras.layers.Softmax") \
+                    and activation_of(ctx.flow, after) == "softmax":
+                yield Report(after, MESSAGE, probe={"kind": ProbeKind.SINGLE_UNIT})
+
+    def _softmax_of_one_unit(self, ctx: Context, call: cst.Call) -> bool:
+        """`tf.nn.softmax(Dense(1)(h))` over the last axis, or `Softmax()(...)` of it."""
+        if ctx.call_name(call) in SOFTMAX:
+            axis = arg(call, 1, "axis")
+            if axis is not None and ctx.flow.constant(axis) not in (-1,):
+                return False
+        elif not (isinstance(call.func, cst.Call) and ctx.call_name(call.func) in ("keras.layers.Softmax",
+                                                                                   "keras.layers.Activation")
+                  and activation_of(ctx.flow, call.func) == "softmax" and arg(call.func, 99, "axis") is None):
+            return False
+        source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")
+        value = ctx.flow.value_of(source) if isinstance(source, cst.Name) else source
+        return isinstance(value, cst.Call) and isinstance(value.func, cst.Call) \
+            and ctx.call_name(value.func) == "keras.layers.Dense" and self._one_unit(ctx, value.func) \
+            and activation_of(ctx.flow, value.func) is None
+
+    @staticmethod
+    def _fix(ctx: Context, dense: cst.Call) -> Optional[Fix]:
+        activation = arg(dense, 1, "activation")
+        if not isinstance(activation, cst.SimpleString):
+            return None
+        quote = activation.value[0]
+        fixed = cst.SimpleString(f"{quote}sigmoid{quote}")
+        return Fix("use `activation=\"sigmoid\"` (with a binary loss)", UNSAFE, ((activation, fixed),))

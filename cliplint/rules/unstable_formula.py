@@ -1,0 +1,283 @@
+"""CL011 unstable-formula."""
+from __future__ import annotations
+
+from typing import Iterator, List, Optional, Tuple
+
+import libcst as cst
+
+from ..analysis import Context
+from ..edits import parenthesized, spelled
+from ..facts import Facts
+from ..findings import SAFE, Fix, ProbeKind, Report
+from ..flow.constants import UNKNOWN
+from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed, through
+from ..flow.nodes import arg, walk
+from ..names import EXP, SUMS
+from . import Invalid, Rule
+
+# kind -> (the stable form's canonical names, preferred first; how the message names it)
+STABLE = {
+    ProbeKind.UNSTABLE_SOFTMAX: (("tensorflow.nn.softmax", "keras.ops.softmax"), "tf.nn.softmax(x, axis)"),
+    ProbeKind.LOGSUMEXP: (("tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp"),
+                          "tf.reduce_logsumexp(x, axis)"),
+    ProbeKind.SOFTPLUS: (("tensorflow.nn.softplus", "tensorflow.math.softplus", "keras.ops.softplus"),
+                         "tf.nn.softplus(x)"),
+    ProbeKind.SQRT_EXP: (("tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"),
+                         "tf.exp(0.5 * x)"),
+}
+MESSAGES = {
+    ProbeKind.UNSTABLE_SOFTMAX: "a softmax written out without subtracting the max: `exp` overflows in float32 once "
+                                "an input passes about 88, and the value and the gradient become NaN (inf / inf).",
+    ProbeKind.LOGSUMEXP: "log-sum-exp written out: `exp` overflows in float32 once an input passes about 88, giving "
+                         "inf and a NaN gradient.",
+    ProbeKind.SOFTPLUS: "softplus written out: `exp` overflows in float32 once the input passes about 88, giving inf "
+                        "and a NaN gradient.",
+    ProbeKind.SQRT_EXP: "`sqrt(exp(x))` (a standard deviation from a log-variance): `exp` overflows in float32 once "
+                        "the input passes about 88, giving inf and a NaN gradient.",
+}
+
+
+class UnstableFormula(Rule):
+    code = "CL011"
+    name = "unstable-formula"
+    summary = ("A softmax, log-sum-exp, softplus or `sqrt(exp(x))` is written out by hand and overflows where "
+               "TensorFlow's own op does not.")
+    severity = "error"
+    tokens = (b"exp(",)
+    why = """
+        `exp` overflows float32 once its input passes about 88.7: `exp(100.)` is `inf`. Written
+        out by hand, a softmax `exp(x) / reduce_sum(exp(x))` then gives `inf / inf = nan`
+        (measured at `[100., 0.]`: value and gradient NaN), `log(reduce_sum(exp(x)))` gives `inf`
+        with a NaN gradient, `log(1 + exp(x))` gives `inf`, and `sqrt(exp(logvar))` (a VAE's
+        standard deviation) gives `inf` with a NaN gradient. Logits, scores and log-variances
+        reach such values early in training, and once a single gradient is NaN every weight is
+        NaN after the next step; gradient clipping cannot repair a NaN. TensorFlow's ops
+        subtract the max first or use a stable formula: `tf.nn.softmax` gives `[1, 0]`,
+        `tf.reduce_logsumexp` 100, `tf.nn.softplus` 100, `exp(0.5 * x)` 5.18e21 with finite
+        gradients.
+
+        The softmax and log-sum-exp forms are errors; softplus and `sqrt(exp)` are warnings
+        (their inputs overflow less often). Inputs shown to be bounded are not reported:
+        `x - reduce_max(x)`, `tanh(x)`, `-relu(x)`, `-d` of a distance or a square. A negated
+        unknown (`exp(-beta * energy)`) is not bounded.
+    """
+    example = """
+        def attention(q, k):
+            scores = tf.matmul(q, k, transpose_b=True)
+            weights = tf.exp(scores) / tf.reduce_sum(tf.exp(scores), axis=-1, keepdims=True)
+            std = tf.sqrt(tf.exp(log_var))
+    """
+    instead = """
+        def attention(q, k):
+            scores = tf.matmul(q, k, transpose_b=True)
+            weights = tf.nn.softmax(scores, axis=-1)
+            std = tf.exp(0.5 * log_var)
+    """
+    fixes = """
+        **Safe**, where the formula is written in one expression on one input: `sqrt(exp(x))`
+        becomes `exp(0.5 * x)`, `log(1 + exp(x))` and `log1p(exp(x))` become `softplus(x)`,
+        `log(reduce_sum(exp(x), axis))` becomes `reduce_logsumexp(x, axis)`, and
+        `exp(x) / reduce_sum(exp(x), axis, keepdims=True)` with a constant axis becomes
+        `softmax(x, axis)`, spelled through the file's imports. Not offered through names, for
+        masked sums, different inputs, or a sum without `keepdims=True` (its shape differs).
+    """
+    VALID = [
+        # the max subtracted first
+        "import tensorflow as tf\ne = tf.exp(x - tf.reduce_max(x, axis=-1, keepdims=True))\n"
+        "p = e / tf.reduce_sum(e, axis=-1, keepdims=True)\n",
+        # the max subtracted in place
+        "import tensorflow as tf\nz = h * w\nz -= tf.reduce_max(z, axis=-1, keepdims=True)\n"
+        "lse = tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))\n",
+        # the library ops, and the stable log-sum-exp with its max
+        "import tensorflow as tf\np = tf.nn.softmax(x)\nlse = tf.reduce_logsumexp(x, axis=1)\n"
+        "m = tf.reduce_max(x, 1, keepdims=True)\n"
+        "lse2 = m + tf.math.log(tf.reduce_sum(tf.exp(x - m), 1, keepdims=True))\n",
+        # bounded inputs: a negated distance (an RBF kernel), tanh, a stable BCE term
+        "import tensorflow as tf\nd = tf.reduce_sum(tf.square(a - b), axis=-1)\nk = tf.exp(-d / (2.0 * s ** 2))\n"
+        "w = k / tf.reduce_sum(k)\nz = tf.math.log1p(tf.exp(-tf.abs(x)))\n"
+        "g = tf.exp(tf.tanh(h)) / tf.reduce_sum(tf.exp(tf.tanh(h)))\n",
+        # the stable standard deviation, and an epsilon inside the sqrt of a variance
+        "import tensorflow as tf\nstd = tf.exp(0.5 * log_var)\nstd2 = tf.sqrt(var + 1e-6)\n",
+        # NumPy and PyTorch
+        "import numpy as np\nimport torch\np = np.exp(x) / np.sum(np.exp(x))\n"
+        "q = torch.exp(y) / torch.sum(torch.exp(y))\n"
+        "s = torch.sqrt(torch.exp(v))\n",
+        # a user's own exp
+        "import tensorflow as tf\ndef exp(v):\n    return tf.clip_by_value(v, -5, 5)\n"
+        "p = exp(x) / tf.reduce_sum(exp(x))\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\np = tf.exp(x) / tf.reduce_sum(tf.exp(x), axis=-1, keepdims=True)\n", 2,
+                "tf.nn.softmax", "error"),
+        Invalid("import tensorflow as tf\ndef attend(q, k):\n    s = tf.matmul(q, k, transpose_b=True)\n"
+                "    e = tf.exp(s)\n    return e / tf.reduce_sum(e, axis=-1, keepdims=True)\n", 5),
+        Invalid("import tensorflow as tf\nlse = tf.math.log(tf.reduce_sum(tf.exp(logits), axis=1))\n", 2,
+                "tf.reduce_logsumexp"),
+        Invalid("import tensorflow as tf\nsp = tf.math.log(1.0 + tf.exp(z))\n", 2, "softplus", "warning"),
+        Invalid("from tensorflow.keras import backend as K\nstd = K.sqrt(K.exp(z_log_var))\n", 2, "exp(0.5 * x)",
+                "warning"),
+        # a negated unknown is not bounded
+        Invalid("import tensorflow as tf\nw = tf.exp(-beta * energy)\nz = w / tf.reduce_sum(w)\n", 3),
+        Invalid("import keras\nfrom keras import ops\nsp = ops.log1p(ops.exp(x))\n", 3),
+        # into a helper through its parameter
+        Invalid("import tensorflow as tf\ndef normalise(w, axis):\n"
+                "    return w / tf.reduce_sum(w, axis, keepdims=True)\n"
+                "def attend(s):\n    return normalise(tf.exp(s), -1)\n", 3),
+        # masked: the mask does not bound the exp
+        Invalid("import tensorflow as tf\ne = tf.exp(scores) * mask\n"
+                "a = e / (tf.reduce_sum(e, axis=1, keepdims=True) + 1e-9)\n",
+                3),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("exp")
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for node in ctx.nodes(cst.BinaryOperation, cst.Call):
+            found = self._formula(ctx, node)
+            if found is None:
+                continue
+            kind, exp_call = found
+            if bounded_above(ctx.flow, arg(exp_call, 0, "x")) or self._custom_gradient(ctx, node):
+                continue
+            severity = "error" if kind in (ProbeKind.UNSTABLE_SOFTMAX, ProbeKind.LOGSUMEXP) else "warning"
+            message = f"{MESSAGES[kind]} Use `{STABLE[kind][1]}`."
+            yield Report(node, message, severity=severity, probe=self._probe(ctx, node, kind, exp_call),
+                         fix=self._fix(ctx, node, kind, exp_call))
+
+    @staticmethod
+    def _custom_gradient(ctx: Context, node) -> bool:
+        """Inside a `@tf.custom_gradient` function: its author wrote the stable gradient by hand."""
+        return any(isinstance(outer, cst.FunctionDef) and any(
+            ctx.qualify(d.decorator) == "tensorflow.custom_gradient" for d in outer.decorators)
+            for outer in ctx.ancestors(node))
+
+    def _formula(self, ctx: Context, node) -> Optional[Tuple[ProbeKind, cst.Call]]:
+        """(kind, the exp call that overflows) when `node` is one of the formulas."""
+        flow = ctx.flow
+        if isinstance(node, cst.BinaryOperation):
+            if isinstance(node.operator, cst.Divide):
+                return self._softmax(ctx, node.left, node.right)
+            if isinstance(node.operator, cst.Power) and flow.constant(node.right) == 0.5:
+                exp_call = exp_of(flow, node.left)
+                return (ProbeKind.SQRT_EXP, exp_call) if exp_call is not None and exp_call is through(
+                    flow, node.left) else None
+            return None
+        name = ctx.call_name(node)
+        inner = arg(node, 0, "x")
+        if name in DIVIDES:
+            return self._softmax(ctx, inner, arg(node, 1, "y"))
+        if inner is None:
+            return None
+        value = through(flow, inner)
+        if name in SQRTS:
+            exp_call = self._exp_itself(ctx, value)
+            return (ProbeKind.SQRT_EXP, exp_call) if exp_call is not None else None
+        if name in LOG1P:
+            exp_call = self._exp_itself(ctx, value)
+            return (ProbeKind.SOFTPLUS, exp_call) if exp_call is not None else None
+        if name not in LOGS:
+            return None
+        total = summed(flow, value)
+        if total is not None:
+            exp_call = exp_of(flow, total.args[0].value)
+            return (ProbeKind.LOGSUMEXP, exp_call) if exp_call is not None else None
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            for one, other in ((value.left, value.right), (value.right, value.left)):
+                if flow.constant(one) == 1:
+                    exp_call = self._exp_itself(ctx, through(flow, other))
+                    return (ProbeKind.SOFTPLUS, exp_call) if exp_call is not None else None
+        return None
+
+    @staticmethod
+    def _exp_itself(ctx: Context, value) -> Optional[cst.Call]:
+        return value if isinstance(value, cst.Call) and exp_of(ctx.flow, value) is value else None
+
+    @staticmethod
+    def _softmax(ctx: Context, top, bottom) -> Optional[Tuple[ProbeKind, cst.Call]]:
+        flow = ctx.flow
+        if top is None or bottom is None:
+            return None
+        exp_call, total = exp_of(flow, top), summed(flow, bottom)
+        if exp_call is None or total is None or exp_of(flow, total.args[0].value) is None:
+            return None
+        return ProbeKind.UNSTABLE_SOFTMAX, exp_call
+
+    def _probe(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> dict:
+        """The user's expression with the exp's input stood in by [100, 0]: the value the exp is
+        taken of (`scores` in `exp(scores / t)`, the rest of the argument as written); when the
+        exp is reached through a name (`e = tf.exp(x)`), that name is bound to exp of the stand-in."""
+        inputs: List[dict] = []
+        exp_inputs: List[dict] = []
+        if ctx.encloses(node, exp_call):
+            inputs.append(ctx.flow.snippet(self._variable(ctx, arg(exp_call, 0, "x"))))
+        else:
+            held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
+            exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
+        probe = {"kind": kind, "expr": ctx.flow.snippet(node), "inputs": inputs, "exp_inputs": exp_inputs}
+        return {key: value for key, value in probe.items() if value != []}
+
+    @staticmethod
+    def _variable(ctx: Context, argument: cst.BaseExpression) -> cst.BaseExpression:
+        """The first name or attribute in the exp's argument that is neither imported nor a
+        known constant (the argument itself when there is none)."""
+        for sub in walk(argument):
+            if isinstance(sub, (cst.Name, cst.Attribute)) and ctx.qualify(sub) is None \
+                    and ctx.flow.constant(sub) is UNKNOWN and not _inside_attribute(ctx, sub) \
+                    and not isinstance(ctx.parent.get(sub), cst.Call):
+                return sub
+        return argument
+
+    def _fix(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> Optional[Fix]:
+        if not ctx.encloses(node, exp_call) or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
+            return None
+        x = exp_call.args[0].value
+        func = exp_call.func if kind == ProbeKind.SQRT_EXP else spelled(ctx.imports, STABLE[kind][0])
+        if func is None:
+            return None
+        if kind == ProbeKind.SQRT_EXP:
+            half = cst.BinaryOperation(cst.Float("0.5"), cst.Multiply(), parenthesized(x))
+            fixed = cst.Call(func=func, args=(cst.Arg(half),))
+        elif kind == ProbeKind.SOFTPLUS:
+            fixed = cst.Call(func=func, args=(cst.Arg(x),))
+        elif kind == ProbeKind.LOGSUMEXP:
+            fixed = self._reduced(ctx, node, func, x)
+        else:
+            fixed = self._softmax_fix(ctx, node, func, x)
+        if fixed is None:
+            return None
+        return Fix(f"use `{ctx.text(fixed)}`", SAFE, ((node, fixed),))
+
+    @staticmethod
+    def _reduced(ctx: Context, log: cst.Call, func, x) -> Optional[cst.Call]:
+        """`log(reduce_sum(exp(x), axis, keepdims))` -> `reduce_logsumexp(x, axis, keepdims)`."""
+        total = arg(log, 0, "x")
+        if not (isinstance(total, cst.Call) and ctx.call_name(total) in SUMS and total.args
+                and isinstance(total.args[0].value, cst.Call) and ctx.call_name(total.args[0].value) in EXP):
+            return None
+        return cst.Call(func=func, args=(cst.Arg(x), *total.args[1:]))
+
+    @staticmethod
+    def _softmax_fix(ctx: Context, division, func, x) -> Optional[cst.Call]:
+        """`exp(x) / reduce_sum(exp(x), axis, keepdims=True)` on one plain input, a constant axis."""
+        top, bottom = (division.left, division.right) if isinstance(division, cst.BinaryOperation) else (
+            arg(division, 0, "x"), arg(division, 1, "y"))
+        if not (isinstance(top, cst.Call) and isinstance(bottom, cst.Call) and ctx.call_name(bottom) in SUMS):
+            return None
+        inner = bottom.args[0].value if bottom.args else None
+        if not isinstance(inner, cst.Call) or ctx.text(inner) != ctx.text(top) \
+                or not isinstance(x, (cst.Name, cst.Attribute)):
+            return None
+        axis, keep = arg(bottom, 1, "axis"), arg(bottom, 2, "keepdims")
+        if axis is None or ctx.flow.constant(axis) is UNKNOWN or ctx.flow.constant(keep) is not True:
+            return None
+        return cst.Call(func=func, args=(cst.Arg(x), cst.Arg(axis)))
+
+
+def _inside_attribute(ctx: Context, node: cst.CSTNode) -> bool:
+    """`self` or `x` in `self.x`: the attribute as a whole is the value."""
+    return isinstance(ctx.parent.get(node), cst.Attribute)
+
+
+def _names_in(node: cst.CSTNode) -> List[cst.Name]:
+    return [n for n in walk(node) if isinstance(n, cst.Name)]

@@ -1,0 +1,212 @@
+"""CL015 where-nan-gradient."""
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ..analysis import Context
+from ..facts import Facts
+from ..findings import SAFE, Fix, ProbeKind, Report
+from ..flow.constants import UNKNOWN
+from ..flow.formulas import (
+    DIVIDES,
+    LOGS,
+    TRAINING_WORDS,
+    away_from_zero,
+    in_optimizer,
+    in_pipeline,
+    never_differentiated,
+    only_from,
+    stopped,
+    through,
+)
+from ..flow.nodes import arg, walk
+from . import Invalid, Rule
+
+WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
+                    "keras.ops.where"})
+# Functions whose slope is infinite or undefined at the point a comparison with a constant masks.
+# Not `sqrt`, `rsqrt`, `reciprocal`: TensorFlow masks their gradients (measured, TF 2.21: no NaN).
+ARC_FUNCTIONS = frozenset({"tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
+                           "keras.ops.arccos", "keras.ops.arcsin"})
+SINGULAR = LOGS | ARC_FUNCTIONS
+POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
+# The safe value put in place of the masked input: inside every function's domain, away from its edges.
+SAFE_VALUE = {name: "0.0" for name in ARC_FUNCTIONS}
+NOT_DIFFERENTIATED_WORDS = frozenset({"mask", "label", "labels", "shape", "length", "lengths", "count", "counts"})
+
+
+class WhereNanGradient(Rule):
+    code = "CL015"
+    name = "where-nan-gradient"
+    summary = "`tf.where(cond, f(x), other)` masks the point where `f` is undefined, but its gradient is still NaN."
+    severity = "error"
+    tokens = (b"where(",)
+    context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
+    why = """
+        `tf.where` computes both branches and sends the gradient through the one that is not
+        selected multiplied by 0. Where that branch is `log(x)`, `1 / x`, `pow(x, p)` with
+        `p < 1`, `acos` or `asin` at the point the condition masks, its slope is infinite and
+        `0 * inf = nan`. Measured (TF 2.21): `tf.where(v > 0, log(v), 0)` at
+        `[0., 2.]` has the value 0.693 but the gradient `[nan, 0.5]`; `keras.ops.where` is the same.
+        One NaN gradient makes every weight NaN at the next step, and clipping cannot repair it.
+        `sqrt`, `rsqrt` and `reciprocal` are not reported: TensorFlow masks their gradients
+        (measured: no NaN).
+    """
+    example = """
+        safe_log = tf.where(v > 0, tf.math.log(v), 0.0)
+        inverse = tf.where(d != 0, 1.0 / d, 0.0)
+    """
+    instead = """
+        safe_log = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)   # the double where
+        inverse = tf.math.divide_no_nan(1.0, d)
+        entropy = tf.math.xlogy(p, p)
+    """
+    fixes = """
+        **Safe**: the double where. The masked input inside `f` is replaced by
+        `where(cond, x, 1.0)` (0.0 for `acos`/`asin`), with the where function and condition as
+        written, so the value is unchanged and the branch that is not selected has a finite
+        slope. Offered when the condition and the input are names, attributes or constants.
+    """
+    VALID = [
+        # the double where
+        "import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)\n",
+        "import tensorflow as tf\nh = tf.math.xlogy(p, p)\nr = tf.math.divide_no_nan(1.0, d)\n",
+        # sqrt, rsqrt and reciprocal are masked by TensorFlow
+        "import tensorflow as tf\ndef f(v):\n    s = tf.where(v > 0, tf.sqrt(v), 0.0)\n"
+        "    return s + tf.where(v > 0, tf.math.rsqrt(v), 0.0) + tf.where(v > 0, tf.math.reciprocal(v), 0.0)\n",
+        # the condition is not about the input
+        "import tensorflow as tf\ny = tf.where(training, tf.math.log(v), v)\n",
+        # an input pipeline: no gradient
+        "import tensorflow as tf\ndef prep(x):\n    return tf.where(x > 0, tf.math.log(x), 0.0)\n"
+        "ds = tf.data.Dataset.from_tensor_slices(a).map(prep)\n",
+        # the input is floored away from zero: log is finite everywhere
+        "import tensorflow as tf\np = tf.maximum(a - b, 1e-12)\ny = tf.where(p > 1e-5, tf.math.log(p), p)\n",
+        # an optimizer's trust ratio: made of gradients and weights, never differentiated
+        "import tensorflow as tf\nclass Lars(tf.keras.optimizers.Optimizer):\n    def _apply(self, g, w):\n"
+        "        g_norm = tf.norm(g)\n        return tf.where(g_norm > 0, tf.norm(w) / g_norm, 1.0)\n",
+        # computed from the labels alone: no gradient reaches it
+        "import tensorflow as tf\ngain = tf.reduce_sum(tf.cast(labels, tf.float32), axis=1)\n"
+        "inv = tf.where(gain > 0.0, 1.0 / gain, tf.zeros_like(gain))\n",
+        # a script that differentiates nothing
+        "import tensorflow as tf\nratio = tf.where(n > 0, 1.0 / n, 0.0)\nprint(ratio)\n",
+        # NumPy
+        "import numpy as np\ny = np.where(v > 0, np.log(v), 0)\n",
+    ]
+    INVALID = [
+        Invalid("import tensorflow as tf\ndef safe_log(v):\n    return tf.where(v > 0, tf.math.log(v), 0.0)\n", 3,
+                "0 * inf"),
+        Invalid("import tensorflow as tf\ndef inverse(d):\n"
+                "    return tf.where(tf.equal(d, 0.0), tf.zeros_like(d), 1.0 / d)\n", 3),
+        Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
+                "    y = tf.where(r > 0.0, tf.pow(r, -0.5), 0.0)\n", 3),
+        Invalid("import keras\nfrom keras import ops\nclass L(keras.layers.Layer):\n    def call(self, v):\n"
+                "        return ops.where(v > 0, ops.log(v), 0)\n", 5),
+        Invalid("import tensorflow as tf\ndef entropy(p):\n    lg = tf.math.log(p)\n"
+                "    return -tf.reduce_sum(tf.where(p > 0.0, p * lg, tf.zeros_like(p)))\n", 4),
+    ]
+
+    def could_fire(self, facts: Facts) -> bool:
+        return facts.has("where")
+
+    def check(self, ctx: Context) -> Iterator[Report]:
+        for call in ctx.nodes(cst.Call):
+            if ctx.call_name(call) not in WHERES or len(call.args) < 3:
+                continue
+            found = self._masked(ctx, call)
+            if found is None or in_pipeline(ctx.flow, call) or stopped(ctx.flow, call) or in_optimizer(ctx.flow, call) \
+                    or never_differentiated(ctx.flow, call):
+                continue
+            singular, x, compared, held = found
+            text = ctx.text(singular).strip().splitlines()[0][:60]
+            message = (f"`{text}` is masked by the `where`, but its gradient is not: the branch that is not selected "
+                       f"is still differentiated, and at the masked point its slope is infinite, so the gradient is "
+                       f"0 * inf = nan (measured: `tf.where(v > 0, log(v), 0)` at 0 has gradient NaN). Use the double "
+                       f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
+                       f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
+            probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call),
+                     "inputs": [ctx.flow.snippet(compared)], "at_one": ctx.call_name(singular) in ARC_FUNCTIONS}
+            assign = ctx.parent.get(ctx.flow.value_of(held)) if held is not None else None
+            if isinstance(assign, cst.Assign):  # the name holding the singular value: replayed first
+                probe["setup"] = ctx.flow.snippet(assign)
+            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x) if held is None else None)
+
+    def _masked(self, ctx: Context, where: cst.Call) -> Optional[tuple]:
+        """(the singular sub-expression, its input, the input as the condition compares it, the
+        name it is reached through or None) when a branch holds `f(x)` with `f` singular at
+        the point the condition (a comparison of `x` with a constant) masks."""
+        compared = self._compared(ctx, where.args[0].value)
+        if compared is None or away_from_zero(ctx.flow, compared):
+            return None
+        for branch in (where.args[1].value, where.args[2].value):
+            found = self._singular(ctx, branch, ctx.text(compared), 0)
+            # made of labels, masks and shapes alone, the branch has no gradient to spoil
+            if found is not None and not only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
+                singular, x, held = found
+                return singular, x, compared, held
+        return None
+
+    @staticmethod
+    def _compared(ctx: Context, cond) -> Optional[cst.BaseExpression]:
+        """`x` in `x > 0`, `0 < x`, `tf.equal(x, 0)`, `tf.greater(x, 0.)`, `tf.not_equal(x, 0)`."""
+        cond = through(ctx.flow, cond)
+        if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
+            left, right = cond.left, cond.comparisons[0].comparator
+        elif isinstance(cond, cst.Call) and (ctx.call_name(cond) or "").rsplit(".", 1)[-1] in (
+                "equal", "not_equal", "greater", "greater_equal", "less", "less_equal") and len(cond.args) >= 2:
+            left, right = cond.args[0].value, cond.args[1].value
+        else:
+            return None
+        if ctx.flow.constant(right) is not UNKNOWN:
+            return left
+        return right if ctx.flow.constant(left) is not UNKNOWN else None
+
+    def _singular(self, ctx: Context, expr, x: str, depth: int, held=None):
+        """(the singular expression, its input, the name it was reached through or None)."""
+        if depth > 3:
+            return None
+        if isinstance(expr, cst.Name) and held is None and through(ctx.flow, expr) is not expr:
+            return self._singular(ctx, through(ctx.flow, expr), x, depth + 1, expr)
+        found = self._singular_here(ctx, expr, x, depth)
+        return (found[0], found[1], held or found[2]) if found is not None else None
+
+    def _singular_here(self, ctx: Context, expr, x: str, depth: int):
+        if isinstance(expr, cst.Call):
+            name = ctx.call_name(expr)
+            inner = arg(expr, 0, "x")
+            if name in SINGULAR and inner is not None and ctx.text(inner) == x:
+                return expr, inner, None
+            if name in POWERS and inner is not None and ctx.text(inner) == x \
+                    and self._fractional(ctx, arg(expr, 1, "y")):
+                return expr, inner, None
+            if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
+                return expr, arg(expr, 1, "y"), None
+        if isinstance(expr, cst.BinaryOperation):
+            if isinstance(expr.operator, cst.Divide) and ctx.text(expr.right) == x:
+                return expr, expr.right, None
+            if isinstance(expr.operator, cst.Power) and ctx.text(expr.left) == x and self._fractional(ctx, expr.right):
+                return expr, expr.left, None
+            return self._singular(ctx, expr.left, x, depth + 1) or self._singular(ctx, expr.right, x, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self._singular(ctx, expr.expression, x, depth + 1)
+        return None
+
+    @staticmethod
+    def _fractional(ctx: Context, power) -> bool:
+        value = ctx.flow.constant(power)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1 and value != 0
+
+    @staticmethod
+    def _fix(ctx: Context, where: cst.Call, singular, x) -> Optional[Fix]:
+        cond = where.args[0].value
+        plain = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Comparison)
+        if not isinstance(x, (cst.Name, cst.Attribute)) or not isinstance(cond, plain) \
+                or any(isinstance(n, cst.Call) for n in walk(cond)):
+            return None
+        value = SAFE_VALUE.get(ctx.call_name(singular) or "", "1.0")
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        guarded = cst.Call(func=where.func, args=(cst.Arg(cond, comma=comma), cst.Arg(x, comma=comma),
+                                                 cst.Arg(cst.Float(value))))
+        return Fix(f"guard the input: `{ctx.text(guarded)}` (the double where)", SAFE, ((x, guarded),))
+
