@@ -1,15 +1,15 @@
-"""Every rule's code and name, without importing the rules (and libcst with them).
+"""Every rule's code, name and marker tokens, without importing the rules (and libcst with them).
 
-Configuration (`select`, `ignore`) and cached runs need the codes, but parsing is what
-imports libcst. `GENERATED` is written by `python -m cliplint.docs` from the rule classes
-(a test keeps it in step). A rule module that it does not list yet (one just added) is
+Configuration (`select`, `ignore`), cached runs and the token prefilter need these, but parsing
+is what imports libcst. `GENERATED` and `TOKENS` are written by `python -m cliplint.docs` from
+the rule classes (a test keeps them in step). A rule module that it does not list yet (one just added) is
 read with CPython's `ast` instead, so a new rule is selectable before the file is regenerated.
 """
 from __future__ import annotations
 
 import os
 from functools import lru_cache
-from typing import Dict, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from .findings import UNREADABLE
 
@@ -31,8 +31,43 @@ GENERATED = {
     "CL014": ("nan-gradient-at-zero", "nan_gradient_at_zero"),
     "CL015": ("where-nan-gradient", "where_nan_gradient"),
 }
+TOKENS = {
+    "CL001": ('clipnorm', 'clipvalue'),
+    "CL002": ('compile', 'Callback', 'callbacks'),
+    "CL003": ('clip_by_norm',),
+    "CL004": ('softmax', 'sigmoid', 'Softmax', 'exp('),
+    "CL005": ('gradient',),
+    "CL006": ('clip_by_global_norm',),
+    "CL007": ('clip_by',),
+    "CL008": ('add_check_numerics_ops',),
+    "CL009": ('clipnorm', 'clipvalue', 'clip_by'),
+    "CL010": ('from_logits', '_cross_entropy'),
+    "CL011": ('exp(',),
+    "CL012": ('rossentropy',),
+    "CL013": ('softmax', 'Softmax'),
+    "CL014": ('norm', 'sqrt'),
+    "CL015": ('where(',),
+}
 # generated: end
 RULES_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
+
+
+def tokens(codes_: Iterable[str]) -> Optional[Tuple[bytes, ...]]:
+    """The marker tokens of these rules (`Rule.tokens`), or None when one of them is not in the
+    table yet (then the rules themselves must be asked)."""
+    found: List[bytes] = []
+    for code in codes_:
+        if code == UNREADABLE.code:
+            continue
+        if code not in TOKENS:
+            return None
+        found.extend(token.encode() for token in TOKENS[code])
+    return tuple(found)
+
+
+def any_rule_tokens() -> Tuple[bytes, ...]:
+    """Every rule's marker tokens."""
+    return tuple(token.encode() for listed in TOKENS.values() for token in listed)
 
 
 @lru_cache(maxsize=1)
@@ -74,11 +109,14 @@ def _declared(path: str) -> Dict[str, str]:
     return found
 
 
-def generated_source(rules: Dict[str, Tuple[str, str]]) -> str:
-    """This module's text with `GENERATED` set to `rules` (code -> (name, module))."""
+def generated_source(rules: Dict[str, Tuple[str, str]], markers: Dict[str, Tuple[str, ...]]) -> str:
+    """This module's text with `GENERATED` set to `rules` (code -> (name, module)) and `TOKENS`
+    to `markers` (code -> tokens)."""
     with open(__file__, encoding="utf-8") as handle:
         text = handle.read()
     head, rest = text.split("# generated: begin\n", 1)
     _, tail = rest.split("# generated: end\n", 1)
     body = "".join(f'    "{code}": ("{name}", "{module}"),\n' for code, (name, module) in sorted(rules.items()))
-    return f"{head}# generated: begin\nGENERATED = {{\n{body}}}\n# generated: end\n{tail}"
+    listed = "".join(f'    "{code}": {tuple(found)!r},\n' for code, found in sorted(markers.items()))
+    return (f"{head}# generated: begin\nGENERATED = {{\n{body}}}\nTOKENS = {{\n{listed}}}\n"
+            f"# generated: end\n{tail}")

@@ -29,7 +29,8 @@ def pages() -> Dict[str, str]:
 def catalogue_source() -> str:
     """`cliplint/catalogue.py` with the code, name and module of every rule class."""
     return catalogue.generated_source(
-        {code: (rule.name, type(rule).__module__.rsplit(".", 1)[-1]) for code, rule in ALL_RULES.items()})
+        {code: (rule.name, type(rule).__module__.rsplit(".", 1)[-1]) for code, rule in ALL_RULES.items()},
+        {code: tuple(token.decode() for token in rule.tokens) for code, rule in ALL_RULES.items()})
 
 
 def main(folder: str = "rules") -> int:

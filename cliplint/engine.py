@@ -12,11 +12,12 @@ import signal
 from dataclasses import asdict, dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
+from . import catalogue
 from .cache import LastRun, result_cache, stat_key
 from .discovery import Target, discover, display_path, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
-from .lint import lint_bytes, prefilter
+from .lint import lint_bytes, prefilter, untouched
 from .settings import CONFIG_SUFFIXES, Config
 
 
@@ -30,16 +31,19 @@ class RunResult:
 
 def lint_target(target: Target) -> Tuple[List[Finding], bool]:
     """All findings for one file, as its settings select them."""
-    from .rules import ALL_RULES  # rules import libcst: only when a file is linted
-
     settings = target.settings
     codes = settings.enabled_codes(target.path)
-    rules = [ALL_RULES[c] for c in codes if c in ALL_RULES]
-    findings, crashed = _read_and_lint(target, rules, settings, codes)
+    findings, crashed = _read_and_lint(target, codes, settings)
     return [f for f in findings if f.code in codes], crashed
 
 
-def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding], bool]:
+def _rules(codes) -> list:
+    from .rules import ALL_RULES  # rules import libcst: only when a file may hold a finding
+
+    return [ALL_RULES[c] for c in codes if c in ALL_RULES]
+
+
+def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool]:
     shown = target.display
     if target.kind == "missing":
         return [bad_input(shown, "no such file or folder")], False
@@ -49,13 +53,13 @@ def _read_and_lint(target: Target, rules, settings, codes) -> Tuple[List[Finding
         if target.path.lower().endswith(".keras"):
             descriptor, _ = open_regular(target.path)
             with os.fdopen(descriptor, "rb") as archive:  # read lazily from the archive, any size
-                return _audit(target.path, archive, rules, shown)
+                return _audit(target.path, archive, _rules(codes), shown)
         data = read_regular(target.path, settings.max_file_size)
     except FileTooLarge as err:
         return [_oversized(target.path, err.size, settings, shown)], False
     except OSError as err:
         return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
-    findings, crashed = _lint_data(target.path, data, rules, shown)
+    findings, crashed = _lint_data(target.path, data, codes, shown)
     cache = result_cache(target.cache)[0] if target.cache is not None else None
     if cache is not None:
         cache.put(cache.key(data, shown, codes), findings, crashed)
@@ -85,14 +89,19 @@ def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
 
 
-def _lint_data(path: str, data: bytes, rules, shown: str) -> Tuple[List[Finding], bool]:
+def _lint_data(path: str, data: bytes, codes, shown: str) -> Tuple[List[Finding], bool]:
     if path.lower().endswith(CONFIG_SUFFIXES):
-        return _audit(path, data, rules, shown)
+        return _audit(path, data, _rules(codes), shown)
     if path.lower().endswith(".ipynb"):
         from .notebook import lint_notebook
 
+        rules = _rules(codes)
         return lint_notebook(path, data, rules, shown) if prefilter(data, rules) else ([], False)
-    return lint_bytes(path, data, rules, shown)
+    tokens = catalogue.tokens(codes)
+    found = untouched(data, tokens, shown) if tokens is not None else None  # no rule, no libcst
+    if found is not None:
+        return found, False
+    return lint_bytes(path, data, _rules(codes), shown)
 
 
 def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
@@ -221,12 +230,9 @@ def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
     settings = config.for_path(filename)
     if filename != "-" and force_excluded(filename, settings):
         return RunResult([], 0, False)
-    from .rules import ALL_RULES  # rules import libcst: only when a file is linted
-
     codes = settings.enabled_codes(filename)
-    rules = [ALL_RULES[c] for c in codes if c in ALL_RULES]
     shown = display_path(filename) if filename != "-" else "-"
     oversized = _oversized(filename, len(data), settings, shown)
-    findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, rules, shown)
+    findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
     findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)
     return RunResult(findings, 1, crashed)

@@ -24,24 +24,28 @@ def prefilter(data: bytes, rules: Sequence) -> bool:
 def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[str] = None
                ) -> Tuple[List[Finding], bool]:
     shown = display_path or path
-    if not prefilter(data, rules):
-        # Still report undecodable or binary files: the user asked for them to be linted. A
-        # syntax error is reported in a file some rule could fire on, whichever are selected:
-        # `--select` must not hide it (CPython's parser only, no libcst).
-        text, failure = decode_python(shown, data)
-        if failure is None and _any_rule_could_fire(data):
-            failure = unparsable(text, shown)
-        return ([failure] if failure else []), False
+    found = untouched(data, [token for rule in rules for token in rule.tokens], shown)
+    if found is not None:
+        return found, False
     text, failure = decode_python(shown, data)
     if failure:
         return [failure], False
     return lint_text(path, text, rules, shown)
 
 
-def _any_rule_could_fire(data: bytes) -> bool:
-    from .rules import ALL_RULES  # already imported: the caller's rules were picked from them
+def untouched(data: bytes, tokens: Sequence[bytes], shown: str) -> Optional[List[Finding]]:
+    """The findings of Python source none of the enabled rules' `tokens` occurs in, found
+    without the rules (None when one occurs): an undecodable or binary file is still reported
+    (the user asked for it to be linted), and so is a syntax error in a file some rule could
+    fire on, whichever are selected: `--select` must not hide it (CPython's parser only)."""
+    if any(token in data for token in tokens):
+        return None
+    from .catalogue import any_rule_tokens
 
-    return prefilter(data, ALL_RULES.values())
+    text, failure = decode_python(shown, data)
+    if failure is None and any(token in data for token in any_rule_tokens()):
+        failure = unparsable(text, shown)
+    return [failure] if failure else []
 
 
 def unparsable(text: str, shown: str) -> Optional[Finding]:

@@ -55,6 +55,21 @@ def test_catalogue_matches_the_rule_classes():
     assert catalogue.codes() == {UNREADABLE.code: UNREADABLE.name, **names}
     assert catalogue.GENERATED == {code: (rule.name, type(rule).__module__.rsplit(".", 1)[-1])
                                    for code, rule in ALL_RULES.items()}
+    assert catalogue.TOKENS == {code: tuple(t.decode() for t in rule.tokens) for code, rule in ALL_RULES.items()}
+
+
+def test_a_file_no_rule_could_fire_on_imports_neither_the_rules_nor_libcst(tmp_path):
+    """The token prefilter runs from the catalogue: a plain file costs the CLI and a read."""
+    import subprocess
+    import sys
+
+    (tmp_path / "plain.py").write_text("import os\n\ndef f(x):\n    return x + 1\n")
+    (tmp_path / "broken.py").write_text("import tensorflow as tf\nx = tf.nn.softmax(\n")
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "cliplint", "--no-cache", "--select",
+                             "CL001", "plain.py", "broken.py"], cwd=tmp_path, capture_output=True, text=True)
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
+    assert "libcst" not in imported and "cliplint.rules" not in imported
+    assert "broken.py:2:18: CL000" in result.stdout  # a syntax error is still reported, whatever the selection
 
 
 @pytest.mark.parametrize("rule,case", INVALID)
