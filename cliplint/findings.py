@@ -66,7 +66,8 @@ class ProbeKind(str, enum.Enum):
     NONE_UNSAFE = "none-unsafe"  # CL005: a clipping loop that fails on a None gradient
     MISALIGNED = "misaligned"  # CL005: None gradients filtered out of one list only
     NOT_UNPACKED = "not-unpacked"  # CL006
-    UNUSED = "unused"  # CL007
+    UNUSED = "unused"  # CL007: the clipped list is not the one applied
+    DISCARDED = "discarded"  # CL007: a clip's result thrown away, or its input kept instead
     NUMERICS = "numerics"  # CL008
     OPTIMIZER = "optimizer"  # CL009: an optimizer's clip threshold
     TENSOR = "tensor"  # CL009: clip_by_norm / clip_by_global_norm's threshold

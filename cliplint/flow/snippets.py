@@ -14,12 +14,21 @@ from .local import Dataflow
 from .nodes import walk
 
 
+PLAIN = (int, float, str, bool, type(None))
+
+
 def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
     """What the verifier needs to re-execute `node`: its source text, the imported names it
-    uses (canonical), and the literal values of the local names it uses."""
+    uses (canonical), the literal values of the local names it uses, and `values`: the values
+    the static analysis read for the attributes it uses (`FLAGS.clipnorm` -> the flag's default),
+    with `sources` saying where each value and constant came from, for the verdict's evidence."""
     imports: Dict[str, str] = {}
     constants: Dict[str, object] = {}
+    values: Dict[str, object] = {}
+    sources: Dict[str, str] = {}
     for sub in walk(node):
+        if isinstance(sub, cst.Attribute):
+            _attribute_value(flow, sub, values, sources)
         if not isinstance(sub, cst.Name) or sub.value in imports or sub.value in constants:
             continue
         qualified = flow.ctx.imports.qualify(sub)
@@ -27,9 +36,30 @@ def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
             imports[sub.value] = qualified
             continue
         value = constant(flow, sub)
-        if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None), dict)):
+        if value is not UNKNOWN and isinstance(value, (*PLAIN, dict)):
             constants[sub.value] = value
-    return {"code": flow.ctx.text(node), "imports": imports, "constants": constants}
+            sources[sub.value] = _source(flow, sub)
+    return {"code": flow.ctx.text(node), "imports": imports, "constants": constants, "values": values,
+            "sources": sources}
+
+
+def _attribute_value(flow: Dataflow, attribute: cst.Attribute, values: Dict[str, object],
+                     sources: Dict[str, str]) -> None:
+    """`args.clipnorm` / `FLAGS.clipnorm`: the flag default the rules folded it to."""
+    if not isinstance(attribute.value, cst.Name) or flow.ctx.imports.qualify(attribute.value) is not None:
+        return
+    value = constant(flow, attribute)
+    if value is not UNKNOWN and isinstance(value, PLAIN):
+        text = flow.ctx.text(attribute)
+        values[text] = value
+        sources[text] = f"the default of its command-line flag `{attribute.attr.value}`"
+
+
+def _source(flow: Dataflow, name: cst.Name) -> str:
+    binding = flow.binding_of(name)
+    if binding is not None and binding.kind == "param":
+        return "its parameter default"
+    return "its value in the file"
 
 
 def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> dict:
@@ -58,6 +88,17 @@ def loop_node(flow: Dataflow, owner: cst.CSTNode) -> cst.CSTNode:
         call = flow.ctx.parent.get(flow.ctx.parent.get(owner))
         return call if isinstance(call, cst.Call) else owner
     return owner
+
+
+def enclosing_for(flow: Dataflow, node: cst.CSTNode) -> Optional[cst.For]:
+    """The innermost `for` loop of the function around `node`: what a probe replays to show what
+    one statement of its body does to every element."""
+    for ancestor in flow.ctx.ancestors(node):
+        if isinstance(ancestor, cst.For):
+            return ancestor
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            return None
+    return None
 
 
 def appended_lists(owner: cst.CSTNode) -> List[str]:

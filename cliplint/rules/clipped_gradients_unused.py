@@ -13,7 +13,7 @@ from ..facts import walk as ast_walk
 from ..findings import UNSAFE, Fix, ProbeKind, Report
 from ..flow.gradients import APPLY_METHODS, reaches_apply
 from ..flow.nodes import arg, target_names, walk
-from ..flow.snippets import probe_roles
+from ..flow.snippets import appended_lists, enclosing_for, probe_roles
 from . import Invalid, Rule
 
 
@@ -125,6 +125,19 @@ def _appended(ctx: Context, use: cst.Name) -> bool:
         node = ctx.parent.get(ctx.parent.get(node))
     call = ctx.parent.get(node) if isinstance(node, cst.Arg) else None
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
+
+
+def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> dict:
+    """What the verifier replays for a clip whose result is lost: the loop around it (or its own
+    statement) on stand-in gradients, then what is left of them: the iterated list, or the list
+    the unclipped `kept` tensor is appended to."""
+    loop = enclosing_for(ctx.flow, call)
+    statement = loop if loop is not None else ctx.parent.get(ctx.parent.get(call))
+    tensor = arg(call, 0, "t") or arg(call, 0, "t_list")
+    return {"kind": ProbeKind.DISCARDED, "loop": ctx.flow.snippet(statement), "clip": ctx.flow.snippet(call),
+            "tensor": ctx.text(tensor) if isinstance(tensor, cst.Name) else None,
+            "appends": appended_lists(loop) if loop is not None else [], "kept": kept,
+            **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {})}
 
 
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
@@ -240,14 +253,16 @@ class ClippedGradientsUnused(Rule):
                 yield Report(call, (
                     f"the result of `{ctx.text(call.func)}(...)` is thrown away: TensorFlow ops return a new "
                     f"tensor and never change their input, so nothing is clipped and training runs unclipped. "
-                    f"Assign the result and use it (`g = {ctx.text(call.func)}(g, ...)`)."))
+                    f"Assign the result and use it (`g = {ctx.text(call.func)}(g, ...)`)."),
+                    probe=_discarded_probe(ctx, call, None))
                 continue
             kept = _clipped_but_original_kept(ctx, call)
             if kept is not None:
                 clipped, original = kept
                 yield Report(call, (
                     f"`{clipped}` holds the clipped tensor but is never used: `{original}`, the unclipped one, is "
-                    f"what is kept afterwards, so training runs unclipped with no error. Use `{clipped}`."))
+                    f"what is kept afterwards, so training runs unclipped with no error. Use `{clipped}`."),
+                    probe=_discarded_probe(ctx, call, original))
 
     @staticmethod
     def _clipped_is_applied(ctx: Context, assign: cst.Assign, clipped: str) -> bool:

@@ -83,7 +83,8 @@ def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
         node = node.operand
     if isinstance(node, ast.Constant):
         return _is_number(node) and node.value <= 0
-    return isinstance(node, ast.BinOp) or isinstance(node, ast.Name) and node.id in names
+    # `FLAGS.clipnorm` / `args.clip`: a command-line flag whose default may be <= 0
+    return isinstance(node, (ast.BinOp, ast.Attribute)) or isinstance(node, ast.Name) and node.id in names
 
 
 class InvalidClipThreshold(Rule):

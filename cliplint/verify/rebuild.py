@@ -87,9 +87,10 @@ def dotted(node: ast.AST) -> Optional[List[str]]:
 class Rebuilder(ast.NodeTransformer):
     """One snippet's rebuild; collects the symbols, stand-ins and notes it introduced."""
 
-    def __init__(self, imports: Dict[str, str], bound: frozenset) -> None:
+    def __init__(self, imports: Dict[str, str], bound: frozenset, values: Optional[Dict[str, object]] = None) -> None:
         self.imports = {identifier(k): v for k, v in imports.items()}
         self.bound = bound  # names the snippet itself assigns (or its comprehensions bind)
+        self.values = values or {}  # attribute chains the static analysis read a value for
         self.symbols: Dict[str, str] = {}
         self.written: Dict[str, str] = {}  # synthetic name -> the chain as the user wrote it
         self.stand_ins: Dict[str, str] = {}
@@ -161,7 +162,7 @@ class Rebuilder(ast.NodeTransformer):
         if chain and chain[0] in self.imports:
             return self._symbol(node, chain)
         if chain and chain[0] not in self.bound:
-            return self._unknown_chain(node, chain)
+            return self._known_chain(node, chain) or self._unknown_chain(node, chain)
         node = self.generic_visit(node)  # what it is read from first: `os.popen(...).read` names `os.popen`
         if node.attr not in ATTRIBUTES:
             raise Refused(f"the attribute `.{node.attr}`")
@@ -218,6 +219,17 @@ class Rebuilder(ast.NodeTransformer):
         also = f" ({qualified})" if qualified != written else ""
         raise Refused(f"`{shown(written)}`{also}, which is not on the verifier's allowlist")
 
+    def _known_chain(self, node: ast.Attribute, chain: List[str]) -> Optional[ast.AST]:
+        """`FLAGS.clipnorm` with a flag default the static analysis read: a stand-in the worker
+        binds to that value (the one the finding is about), not to a placeholder."""
+        for cut in range(len(chain), 1, -1):
+            text = ".".join(chain[:cut])
+            if text in self.values:
+                name = stand_in_name(text)
+                self.stand_ins[name] = text
+                return _chain(name, chain[cut:], node)
+        return None
+
     def _unknown_chain(self, node: ast.Attribute, chain: List[str]) -> ast.AST:
         """`args.lr`: allowed attributes stay (the probe binds them); at the first other one the
         chain so far becomes a stand-in."""
@@ -256,11 +268,17 @@ def rebuild(snippet: dict) -> dict:
     depth = tree_depth(tree)
     if depth > MAX_DEPTH:
         raise Refused(f"an expression nested {depth} levels deep (the verifier rebuilds at most {MAX_DEPTH})")
-    rebuilder = Rebuilder(snippet.get("imports", {}), _bound_names(tree))
+    values = {identifier(text): value for text, value in snippet.get("values", {}).items()
+              if _plain_value(value, nested=False)}
+    rebuilder = Rebuilder(snippet.get("imports", {}), _bound_names(tree), values)
     tree = ast.fix_missing_locations(rebuilder.visit(tree))
+    found = constants(snippet.get("constants", {}))
+    known = {name: values[text] for name, text in rebuilder.stand_ins.items() if text in values}
+    sources = {identifier(k): str(v)[:MAX_SHOWN] for k, v in snippet.get("sources", {}).items()
+               if identifier(k) in found or identifier(k) in values}
     return {"code": ast.unparse(tree), "symbols": rebuilder.symbols, "written": rebuilder.written,
-            "stand_ins": rebuilder.stand_ins,
-            "constants": constants(snippet.get("constants", {})), "notes": rebuilder.notes}
+            "stand_ins": rebuilder.stand_ins, "constants": found, "values": known, "sources": sources,
+            "notes": rebuilder.notes}
 
 
 def tree_depth(tree: ast.AST) -> int:

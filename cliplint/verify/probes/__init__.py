@@ -19,8 +19,8 @@ import tensorflow as tf
 
 from ...findings import ProbeKind
 from . import common
-from .common import FLAVOUR, MissingSymbol, Refusal, kind_of, reset_state, verdict, versions
-from .gradients import probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
+from .common import FLAVOUR, MissingSymbol, Refusal, Used, kind_of, reset_state, verdict, versions
+from .gradients import probe_discarded, probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
 from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
 from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
 
@@ -48,6 +48,7 @@ PROBES = {
     ("CL005", ProbeKind.MISALIGNED): probe_misaligned,
     ("CL006", ProbeKind.NOT_UNPACKED): probe_not_unpacked,
     ("CL007", ProbeKind.UNUSED): probe_unused,
+    ("CL007", ProbeKind.DISCARDED): probe_discarded,
     ("CL008", ProbeKind.NUMERICS): probe_numerics,
     ("CL009", ProbeKind.OPTIMIZER): probe_threshold,
     ("CL009", ProbeKind.TENSOR): probe_threshold,
@@ -63,8 +64,9 @@ def run(probe: dict) -> dict:
     handler = PROBES.get((probe.get("rule"), probe.get("kind")))
     if handler is None:
         return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
+    Used.clear()
     try:
-        return handler(probe)
+        return on_file_values(handler(probe))
     except MissingSymbol as err:  # raised by the worker itself, with a message it composed
         return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
                                        f"AttributeError: {err}", other_flavour=err.keras)
@@ -74,3 +76,15 @@ def run(probe: dict) -> dict:
         return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")
     finally:
         reset_state()
+
+
+def on_file_values(found: dict) -> dict:
+    """The verdict saying which of the file's values it ran on; and `inconclusive`, never
+    `not-reproduced`, when a placeholder stood in for a value the finding may be about."""
+    shown = list(dict.fromkeys(Used.file_values))
+    evidence = found["evidence"] + (f" (run on the file's values: {', '.join(shown)})" if shown else "")
+    if found["verdict"] == "not-reproduced" and Used.placeholders:
+        evidence = (f"not reproduced with a placeholder standing in for a value cliplint could not read "
+                    f"({', '.join(dict.fromkeys(Used.placeholders))}), which may be why: {evidence}")
+        return {**found, "verdict": "inconclusive", "evidence": evidence}
+    return {**found, "evidence": evidence}

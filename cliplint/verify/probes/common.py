@@ -30,6 +30,27 @@ UNCHECKED = False  # set by the worker under the test-only hook: snippets run as
 STAND_INS = " stand-ins"  # a key no snippet can name: the namespace's stand-in texts, for the assumptions
 
 
+class Used:
+    """What the running probe took from the linted file (`FLAGS.clipnorm` = its flag default 0)
+    and what it had to stand in for with a placeholder; emptied before every probe. A probe that
+    used a placeholder cannot say `not-reproduced` (`probes.run`): the placeholder may be the reason."""
+
+    file_values: List[str] = []
+    placeholders: List[str] = []
+
+    @classmethod
+    def clear(cls) -> None:
+        cls.file_values, cls.placeholders = [], []
+
+
+def placeholder(text: str, assumptions: List[str]) -> float:
+    """The placeholder number for `text`, a value nobody could read statically, noted."""
+    note = f"`{text}` = {PLACEHOLDER} (placeholder)"
+    assumptions.append(note)
+    Used.placeholders.append(note)
+    return PLACEHOLDER
+
+
 def versions() -> dict:
     if LEGACY_KERAS:
         import tf_keras
@@ -72,8 +93,7 @@ class StandIn:
             self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
             optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
             return getattr(optimizer, attribute)
-        self._assumptions.append(f"`{self._name}.{attribute}` = {PLACEHOLDER} (placeholder)")
-        return PLACEHOLDER
+        return placeholder(f"{self._name}.{attribute}", self._assumptions)
 
 
 class MissingSymbol(AttributeError):
@@ -164,6 +184,7 @@ def reset_state() -> None:
     """After every probe: Keras' global state as the worker started (a snippet that reached it,
     which layer 1 should make impossible, changes no later finding), and the registry emptied."""
     REGISTRY.clear()
+    Used.clear()
     KERAS.backend.clear_session(**_WITHOUT_GC)
     KERAS.backend.set_floatx(INITIAL_STATE["floatx"])
     KERAS.backend.set_epsilon(INITIAL_STATE["epsilon"])
@@ -188,11 +209,11 @@ def free_names(code: str) -> Dict[str, bool]:
 def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
     """Allowlisted symbols, literal constants, role stand-ins, and inert stand-ins for the rest."""
     ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
-          STAND_INS: (snippet.get("stand_ins", {}), assumptions)}
+          STAND_INS: (snippet, assumptions)}
     for name, qualified in snippet.get("symbols", {}).items():
         ns[name] = resolve(qualified) if UNCHECKED else guard(resolve(qualified), qualified)
     for name in snippet.get("stand_ins", {}):
-        ns[name] = PLACEHOLDER
+        ns[name] = snippet.get("values", {}).get(name, PLACEHOLDER)
     if UNCHECKED:  # layer 1 off: the file's own imports, as written
         for local, qualified in snippet.get("imports", {}).items():
             ns[local] = _module(qualified)
@@ -206,8 +227,7 @@ def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None
         elif default is not None:
             ns[name] = default
         else:
-            ns[name] = PLACEHOLDER
-            assumptions.append(f"`{name}` = {PLACEHOLDER} (placeholder)")
+            ns[name] = placeholder(name, assumptions)
     return ns
 
 
@@ -246,17 +266,25 @@ def evaluate(node: ast.AST, ns: dict):
 def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
     """The placeholder numbers an expression uses (a stand-in a probe bound to a value of its role
     was listed by that probe)."""
-    stand_ins, assumptions = ns.get(STAND_INS, ({}, []))
+    snippet, assumptions = ns.get(STAND_INS, ({}, []))
+    stand_ins, values = snippet.get("stand_ins", {}), {**snippet.get("constants", {}), **snippet.get("values", {})}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
-            assumptions.append(f"`{stand_ins[node.id]}` = {PLACEHOLDER} (placeholder)")
+        if not isinstance(node, ast.Name):
+            continue
+        text = stand_ins.get(node.id, node.id)
+        if node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
+            placeholder(text, assumptions)
+        elif node.id in values and ns.get(node.id) is values[node.id]:
+            source = snippet.get("sources", {}).get(text) or snippet.get("sources", {}).get(node.id, "from the file")
+            Used.file_values.append(f"`{text}` = {values[node.id]!r} ({source})")
 
 
 def execute(code: str, ns: dict):
     """The value of an expression snippet; None for statements (their effects are in `ns`)."""
     tree = tree_of(code)
     if not UNCHECKED:
-        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX)) + tuple(ns[STAND_INS][0]))
+        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX))
+                                     + tuple(ns[STAND_INS][0].get("stand_ins", {})))
         if refused:
             raise Refusal(f"the worker refused a snippet with {refused}")
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):

@@ -43,7 +43,9 @@ def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     result = execute(snippet["code"], ns)
     if probe.get("result"):
         result = ns[probe["result"]]
-    return [item[0] if isinstance(item, tuple) else item for item in list(result)], ns
+    elif result is None:  # a `for` statement: what it appended to, if anything
+        result = next((ns[name] for name in probe.get("appends", []) if ns.get(name)), [])
+    return _unpaired(result), ns
 
 
 def _clip_threshold(clip: dict, ns: dict) -> float:
@@ -209,3 +211,40 @@ def probe_unused(probe: dict) -> dict:
                                     f"(threshold {threshold:g}): the clipped list was computed and not used",
                        assumptions)
     return verdict("not-reproduced", f"{TF}: the applied gradients have global norm {norm:.4g}", assumptions)
+
+
+def _unpaired(items) -> list:
+    return [item[0] if isinstance(item, tuple) else item for item in list(items)]
+
+
+def probe_discarded(probe: dict) -> dict:
+    """CL007, a clip whose result is lost: replay the loop (or the statement) on stand-in gradients,
+    run the clip itself on one of them, and look at what is left: the unclipped tensors or not."""
+    assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    tensor = probe.get("tensor")
+    if tensor and not probe.get("gradients"):
+        bound.setdefault(tensor, grads[0])
+    ns = namespace(probe["loop"], bound, assumptions, variables)
+    execute(probe["loop"]["code"], ns)
+    appended = [name for name in probe.get("appends", []) if ns.get(name)]
+    if appended:
+        kept, where = _unpaired(ns[appended[0]]), f"`{appended[0]}`"
+    elif probe.get("gradients"):
+        kept, where = grads, f"`{probe['gradients']}`"
+    else:
+        kept, where = [ns.get(tensor, grads[0])], f"`{tensor}`"
+    one = [grads[0]] if "global_norm" in probe["clip"]["code"] else grads[0]
+    result = execute(probe["clip"]["code"], namespace(probe["clip"], {tensor: one} if tensor else {}, assumptions))
+    clipped = result[0][0] if isinstance(result, tuple) else result
+    before, after = float(np.linalg.norm(grads[0])), float(np.linalg.norm(np.asarray(clipped)))
+    unclipped = [g for g in kept if g is not None and any(g is o for o in grads)]
+    norm = float(np.linalg.norm(flat([g for g in kept if g is not None]))) if kept else 0.0
+    if unclipped and abs(after - before) > 1e-3 * before:
+        return verdict("confirmed", f"{TF}: the clip returned a new tensor (norm {before:.4g} -> {after:.4g}) and "
+                                    f"left its input unchanged; afterwards {where} holds the unclipped gradients "
+                                    f"(global norm {norm:.4g})", assumptions)
+    return verdict("not-reproduced", f"{TF}: afterwards {where} holds {len(unclipped)} unclipped stand-in "
+                                     f"gradient(s); the clip took norm {before:.4g} to {after:.4g}", assumptions)
