@@ -30,6 +30,7 @@ from .allowlist import (
     ATTRIBUTES,
     BUILTINS,
     DROPPED_KEYWORDS,
+    FLOAT_STRINGS,
     LEGACY_OPTIMIZER_KEYWORDS,
     SETTABLE,
     SHIM_NOTES,
@@ -120,8 +121,29 @@ class Rebuilder(ast.NodeTransformer):
             return self._symbol(node, [name])
         return node  # a pure builtin, or a name the snippet binds or the probe stands in for
 
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        """A string only compared (`"kernel" in v.name`, `mode == "train"`) can reach no function:
+        any string may be an operand; everything else is rebuilt as usual."""
+        operands = [node.left, *node.comparators]
+        if any(isinstance(o, ast.Attribute) and o.attr == "name" for o in operands):
+            return self._name_filter(node)
+        rebuilt = [o if isinstance(o, ast.Constant) and isinstance(o.value, str) and len(o.value) <= MAX_SHOWN
+                   else self.visit(o) for o in operands]
+        node.left, node.comparators = rebuilt[0], rebuilt[1:]
+        return node
+
+    def _name_filter(self, node: ast.Compare) -> ast.AST:
+        """`"kernel" in v.name`: the stand-in variables have names of their own, so the filter is a
+        stand-in that passes every one (a placeholder: the probe cannot then say not-reproduced)."""
+        text = shown(ast.unparse(node))
+        name = stand_in_name(f"name_filter_{len(self.stand_ins)}")
+        self.stand_ins[name] = text
+        return ast.copy_location(ast.Name(name, ast.Load()), node)
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         called = node.func.id if isinstance(node.func, ast.Name) else None
+        if called == "float" and called not in self.bound and _float_string(node):
+            return ast.copy_location(ast.Constant(float(node.args[0].value)), node)
         if called and called not in self.bound and called not in BUILTINS and hasattr(builtins, called):
             raise Refused(f"the builtin `{called}`")
         kept = [kw for kw in node.keywords if kw.arg not in DROPPED_KEYWORDS]
@@ -240,6 +262,12 @@ class Rebuilder(ast.NodeTransformer):
                 self.stand_ins[name] = text
                 return _chain(name, chain[cut + 1:], node)
         return node
+
+
+def _float_string(call: ast.Call) -> bool:
+    """`float("inf")`: a special value spelled as a string, folded to the number."""
+    return len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Constant) \
+        and isinstance(call.args[0].value, str) and call.args[0].value.strip().lower() in FLOAT_STRINGS
 
 
 def _chain(name: str, attributes: List[str], like: ast.AST) -> ast.AST:

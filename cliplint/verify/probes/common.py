@@ -43,7 +43,7 @@ class Used:
         cls.file_values, cls.placeholders = [], []
 
 
-def placeholder(text: str, assumptions: List[str]) -> float:
+def stood_in(text: str, assumptions: List[str]) -> float:
     """The placeholder number for `text`, a value nobody could read statically, noted."""
     note = f"`{text}` = {PLACEHOLDER} (placeholder)"
     assumptions.append(note)
@@ -93,7 +93,7 @@ class StandIn:
             self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
             optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
             return getattr(optimizer, attribute)
-        return placeholder(f"{self._name}.{attribute}", self._assumptions)
+        return stood_in(f"{self._name}.{attribute}", self._assumptions)
 
 
 class MissingSymbol(AttributeError):
@@ -227,7 +227,7 @@ def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None
         elif default is not None:
             ns[name] = default
         else:
-            ns[name] = placeholder(name, assumptions)
+            ns[name] = stood_in(name, assumptions)
     return ns
 
 
@@ -273,7 +273,7 @@ def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
             continue
         text = stand_ins.get(node.id, node.id)
         if node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
-            placeholder(text, assumptions)
+            stood_in(text, assumptions)
         elif node.id in values and ns.get(node.id) is values[node.id]:
             source = snippet.get("sources", {}).get(text) or snippet.get("sources", {}).get(node.id, "from the file")
             Used.file_values.append(f"`{text}` = {values[node.id]!r} ({source})")
