@@ -13,7 +13,6 @@ from .gradients import Gradients, GradList
 from .local import Dataflow
 from .nodes import walk
 
-
 PLAIN = (int, float, str, bool, type(None))
 
 

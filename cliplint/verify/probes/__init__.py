@@ -19,8 +19,15 @@ import tensorflow as tf
 
 from ...findings import ProbeKind
 from . import common
-from .common import FLAVOUR, MissingSymbol, Refusal, Used, kind_of, reset_state, verdict, versions
-from .gradients import probe_discarded, probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
+from .common import FLAVOUR, MissingSymbol, Refusal, Used, quoted, reset_state, verdict, versions
+from .gradients import (
+    probe_discarded,
+    probe_misaligned,
+    probe_none_unsafe,
+    probe_not_unpacked,
+    probe_per_tensor,
+    probe_unused,
+)
 from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
 from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
 
@@ -73,9 +80,17 @@ def run(probe: dict) -> dict:
     except Refusal as err:
         return verdict("skipped", f"not executed: {err}")
     except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
-        return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")
+        return verdict("inconclusive", f"the snippet could not run with stand-ins: {failed(err)}")
     finally:
         reset_state()
+
+
+def failed(err: BaseException) -> str:
+    """What failed, by name: the attribute and the kind of object it was asked of, or the message."""
+    if isinstance(err, AttributeError) and getattr(err, "name", None) and hasattr(err, "obj"):
+        return (f"AttributeError: a stand-in `{type(err.obj).__name__}` has no attribute `{err.name}` "
+                "(the code reads it from an object the probe could not provide)")
+    return quoted(err)
 
 
 def on_file_values(found: dict) -> dict:

@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
-from ..rebuild import SYMBOL_PREFIX, check_worker_code
+from ..rebuild import SYMBOL_PREFIX, check_worker_code, dotted
 from .guard import REGISTRY, Refusal, guard
 
 KERAS = tf.keras
@@ -295,14 +295,26 @@ def execute(code: str, ns: dict):
 
 
 def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
-    """Bind the expression `text` (a name, or `model.trainable_variables`) to `value`."""
-    if not text:
+    """Bind the expression `text` to `value`: a name, or a variable list read through attributes
+    (`model.trainable_variables`, `self.model.trainable_variables`): stand-ins along the chain."""
+    chain = dotted(tree_of(text).body[0].value) if text else None
+    if not chain:
         return
-    node = tree_of(text).body[0].value
-    if isinstance(node, ast.Name):
-        bound[node.id] = value
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in VARIABLE_LISTS:
-        bound[node.value.id] = StandIn(node.value.id, assumptions, value)
+    if len(chain) == 1:
+        bound[chain[0]] = value
+        return
+    if chain[-1] not in VARIABLE_LISTS:
+        return
+    holder = bound.get(chain[0])
+    if not isinstance(holder, StandIn):
+        holder = bound[chain[0]] = StandIn(chain[0], assumptions, variables)
+    for depth, attribute in enumerate(chain[1:-1], start=2):
+        inner = holder.__dict__.get(attribute)
+        if not isinstance(inner, StandIn):
+            inner = StandIn(".".join(chain[:depth]), assumptions, variables)
+            holder.__dict__[attribute] = inner
+        holder = inner
+    holder.__dict__["_variables"] = value
 
 
 def shown(values) -> str:
