@@ -101,12 +101,20 @@ def enclosing_for(flow: Dataflow, node: cst.CSTNode) -> Optional[cst.For]:
 
 
 def appended_lists(owner: cst.CSTNode) -> List[str]:
-    """Names of the lists a `for` loop appends to: the probe starts them empty."""
+    """Names of the lists a `for` loop appends to (`kept`, `self.clipped`): the probe starts them empty."""
     if not isinstance(owner, cst.For):
         return []
-    return sorted({sub.func.value.value for sub in walk(owner.body) if isinstance(sub, cst.Call)
+    return sorted({_receiver(sub.func.value) for sub in walk(owner.body) if isinstance(sub, cst.Call)
                    and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
-                   and isinstance(sub.func.value, cst.Name)})
+                   and _receiver(sub.func.value)})
+
+
+def _receiver(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return f"{node.value.value}.{node.attr.value}"
+    return ""
 
 
 def origin_name(flow: Dataflow, grads: GradList) -> Optional[str]:

@@ -24,7 +24,7 @@ from ..findings import CLIP_OPTIONS
 # Pure-computation TensorFlow symbols the probes need (math, nn, clip, reduce, tensors, dtypes).
 _TENSORFLOW = """
     abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant
-    convert_to_tensor divide exp expand_dims fill gather GradientTape identity matmul maximum minimum
+    convert_to_tensor divide exp expand_dims fill gather GradientTape identity IndexedSlices matmul maximum minimum
     multiply negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min
     reduce_sum reshape sigmoid sqrt square squeeze stack stop_gradient subtract tanh Variable where
     zeros zeros_like float16 float32 float64 bfloat16 int32 int64 bool
@@ -42,7 +42,7 @@ _TENSORFLOW = """
 # Only computation: no `gfile`, `py_func`, `Session`, `train.Saver`, summaries or queues.
 _TENSORFLOW_COMPAT_V1 = """
     abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant convert_to_tensor
-    div divide exp expand_dims fill gather identity log log1p log_sigmoid matmul maximum minimum multiply
+    IndexedSlices div divide exp expand_dims fill gather identity log log1p log_sigmoid matmul maximum minimum multiply
     negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min reduce_sum reshape
     sigmoid sqrt square squared_difference squeeze stack stop_gradient subtract tanh to_float where zeros
     zeros_like float16 float32 float64 int32 int64 bool
@@ -126,7 +126,7 @@ LEGACY_OPTIMIZER_KEYWORDS = {"lr": "learning_rate", "decay": None}
 ATTRIBUTES = frozenset("""
     trainable_variables trainable_weights variables weights non_trainable_variables non_trainable_weights
     optimizer model clipnorm clipvalue global_clipnorm learning_rate append apply_gradients apply
-    shape dtype name
+    shape dtype name values indices dense_shape
 """.split())
 # Attributes a snippet may assign (the CL001/CL002 changes under test).
 SETTABLE = frozenset({*CLIP_OPTIONS, "learning_rate", "optimizer"})
@@ -151,8 +151,9 @@ STRINGS = frozenset("""
 
 # Keyword arguments that never matter to a probe: dropped whatever their value. Metrics are only
 # computed and reported, `verbose` only prints, names and summaries only label.
+# `global_step=` (TF 1's apply_gradients) only counts steps.
 DROPPED_KEYWORDS = frozenset({"name", "metrics", "weighted_metrics", "verbose", "summary", "summaries",
-                              "display_name", "log_dir"})
+                              "display_name", "log_dir", "global_step"})
 # What `float(...)` may parse: the special values real code writes as strings.
 FLOAT_STRINGS = frozenset({"inf", "+inf", "-inf", "infinity", "-infinity", "nan"})
 

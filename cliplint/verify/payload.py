@@ -50,7 +50,7 @@ def _field(field: str, value, notes: list):
     if field in NAME_FIELDS and value is not None:
         return _dotted(value)
     if field == "appends":
-        return [_dotted(name) for name in value if "." not in name]
+        return [_dotted(name) for name in value]
     if field == "attribute" and value not in SETTABLE:
         raise Refused(f"a change of the attribute `{value}`")
     if field == "options":  # a config file's optimizer options: numbers only

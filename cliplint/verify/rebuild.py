@@ -132,6 +132,19 @@ class Rebuilder(ast.NodeTransformer):
         node.left, node.comparators = rebuilt[0], rebuilt[1:]
         return node
 
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        """`self.params["clip_norm"]`, `config["lr"]` on a name the snippet does not define: a
+        stand-in like an unknown attribute (the key is never run)."""
+        chain = dotted(node.value)
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        if chain and chain[0] not in self.bound and chain[0] not in self.imports and isinstance(key, str) \
+                and key.isidentifier() and not key.startswith("_") and isinstance(node.ctx, ast.Load):
+            text = ".".join(chain) + f"[{key!r}]"
+            name = stand_in_name(".".join([*chain, key]))
+            self.stand_ins[name] = text
+            return ast.copy_location(ast.Name(name, ast.Load()), node)
+        return self.generic_visit(node)
+
     def _name_filter(self, node: ast.Compare) -> ast.AST:
         """`"kernel" in v.name`: the stand-in variables have names of their own, so the filter is a
         stand-in that passes every one (a placeholder: the probe cannot then say not-reproduced)."""
@@ -194,6 +207,11 @@ class Rebuilder(ast.NodeTransformer):
         """Assigning an attribute: only a clip option, learning rate or optimizer, and only on
         what the probe provides (a name the snippet does not define): never on a library object,
         which would change every later probe."""
+        if node.attr not in SETTABLE and chain and len(chain) == 2 and chain[0] not in self.imports \
+                and chain[0] not in self.bound:  # `self.train_op = ...`: a local stand-in name, nothing mutated
+            name = stand_in_name(".".join(chain))
+            self.stand_ins[name] = ".".join(chain)
+            return ast.copy_location(ast.Name(name, ast.Store()), node)
         if node.attr not in SETTABLE:
             raise Refused(f"assigning the attribute `.{node.attr}`")
         if not chain or chain[0] in self.imports or chain[0] in self.bound:

@@ -18,12 +18,13 @@ import tensorflow as tf
 
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
-from ..rebuild import SYMBOL_PREFIX, check_worker_code, dotted
+from ..rebuild import SYMBOL_PREFIX, check_worker_code, dotted, stand_in_name
 from .guard import REGISTRY, Refusal, guard
 
 KERAS = tf.keras
 LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
 VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
+HOLDERS = ("optimizer", "model")  # attributes of a stand-in that are objects in their turn
 PLACEHOLDER = 1.0
 RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
 UNCHECKED = False  # set by the worker under the test-only hook: snippets run as written (layer 2 alone)
@@ -89,10 +90,15 @@ class StandIn:
             raise AttributeError(attribute)
         if attribute in VARIABLE_LISTS:
             return self._variables
+        if attribute in HOLDERS:  # `self.optimizer.apply_gradients`: an object, not a number
+            return self.__dict__.setdefault(attribute, StandIn(f"{self._name}.{attribute}", self._assumptions,
+                                                               self._variables))
         if attribute in ("apply_gradients", "apply"):
             self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
-            optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
-            return getattr(optimizer, attribute)
+            # a new optimizer each call: TF 1 code applies a growing list inside its loop, which one
+            # built Keras optimizer refuses (it knows only the variables of its first call)
+            return lambda *args, **keywords: getattr(KERAS.optimizers.SGD(learning_rate=1.0), attribute)(*args,
+                                                                                                     **keywords)
         return stood_in(f"{self._name}.{attribute}", self._assumptions)
 
 
@@ -272,7 +278,7 @@ def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
         if not isinstance(node, ast.Name):
             continue
         text = stand_ins.get(node.id, node.id)
-        if node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
+        if node.id in stand_ins and ns.get(node.id) is PLACEHOLDER and isinstance(node.ctx, ast.Load):
             stood_in(text, assumptions)
         elif node.id in values and ns.get(node.id) is values[node.id]:
             source = snippet.get("sources", {}).get(text) or snippet.get("sources", {}).get(node.id, "from the file")
@@ -294,6 +300,11 @@ def execute(code: str, ns: dict):
     return None
 
 
+def bound_name(text: str) -> str:
+    """The name a snippet reads `text` by: itself, or the stand-in layer 1 made of an attribute chain."""
+    return text if "." not in text else stand_in_name(text)
+
+
 def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
     """Bind the expression `text` to `value`: a name, or a variable list read through attributes
     (`model.trainable_variables`, `self.model.trainable_variables`): stand-ins along the chain."""
@@ -303,7 +314,8 @@ def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[s
     if len(chain) == 1:
         bound[chain[0]] = value
         return
-    if chain[-1] not in VARIABLE_LISTS:
+    if chain[-1] not in VARIABLE_LISTS:  # `self.gvs`: layer 1 made the chain one stand-in name
+        bound[bound_name(text)] = value
         return
     holder = bound.get(chain[0])
     if not isinstance(holder, StandIn):

@@ -13,6 +13,7 @@ from .common import (
     KERAS,
     TF,
     bind_expression,
+    bound_name,
     bound_values,
     evaluate,
     execute,
@@ -33,7 +34,7 @@ def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
     bind_expression(probe.get("gradients"), listed, bound, assumptions, variables)
     bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
     for name in probe.get("appends", []):
-        bound[name] = []
+        bound[bound_name(name)] = []
     return bound
 
 
@@ -44,7 +45,7 @@ def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     if probe.get("result"):
         result = ns[probe["result"]]
     elif result is None:  # a `for` statement: what it appended to, if anything
-        result = next((ns[name] for name in probe.get("appends", []) if ns.get(name)), [])
+        result = next((ns[bound_name(name)] for name in probe.get("appends", []) if ns.get(bound_name(name))), [])
     return _unpaired(result), ns
 
 
@@ -58,20 +59,32 @@ def _clip_threshold(clip: dict, ns: dict) -> float:
 STAND_IN_THRESHOLD = 1.0
 
 
-def _unset_threshold(probe: dict, assumptions: List[str]) -> None:
+def _unset_threshold(probe: dict, assumptions: List[str], fields=("clip", "loop")) -> None:
     """`clip_by_norm(grad, grad_norm_clipping)` where the name's only literal value is a `None`
     default (the clipping runs only when it is set): a stand-in threshold, listed."""
-    clip = probe["clip"]
-    call = tree_of(clip["code"]).body[0].value
-    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
-                     call.args[1] if len(call.args) > 1 else None)
-    if not isinstance(threshold, ast.Name) or threshold.id not in clip.get("constants", {}) \
-            or clip["constants"][threshold.id] is not None:
-        return
-    for snippet in (clip, probe["loop"]):
-        snippet.setdefault("constants", {})[threshold.id] = STAND_IN_THRESHOLD
-    assumptions.append(f"`{threshold.id}` is None by default and the clipping runs only when it is set: "
-                       f"stood in by {STAND_IN_THRESHOLD:g}")
+    snippets = [probe[f] for f in fields if probe.get(f)]
+    names = {n for snippet in snippets for n in _none_thresholds(snippet)}
+    for name in sorted(names):
+        for snippet in snippets:
+            if name in snippet.get("constants", {}):
+                snippet["constants"][name] = STAND_IN_THRESHOLD
+        assumptions.append(f"`{name}` is None by default and the clipping runs only when it is set: "
+                           f"stood in by {STAND_IN_THRESHOLD:g}")
+
+
+def _none_thresholds(snippet: dict) -> List[str]:
+    """Names holding None passed as the threshold of a clip call of the snippet."""
+    clips = {name for name, qualified in snippet.get("symbols", {}).items() if ".clip_by_" in qualified}
+    found = []
+    for call in ast.walk(tree_of(snippet["code"])):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in clips):
+            continue
+        threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                         call.args[1] if len(call.args) > 1 else None)
+        if isinstance(threshold, ast.Name) and snippet.get("constants", {}).get(threshold.id, 0) is None \
+                and threshold.id in snippet["constants"]:
+            found.append(threshold.id)
+    return found
 
 
 def probe_per_tensor(probe: dict) -> dict:
@@ -103,6 +116,7 @@ def probe_none_unsafe(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
                    "as for a frozen or unused layer"]
     variables = [tf.Variable(tf.zeros([2, 2])), tf.Variable(tf.zeros([4])), tf.Variable(tf.zeros([3]))]
+    _unset_threshold(probe, assumptions, ("loop",))
     try:
         _replay_loop(probe, probe["loop"], [tf.ones([2, 2]), None, tf.ones([3])], variables, assumptions)
     except (ValueError, TypeError) as err:
@@ -221,6 +235,7 @@ def probe_discarded(probe: dict) -> dict:
     """CL007, a clip whose result is lost: replay the loop (or the statement) on stand-in gradients,
     run the clip itself on one of them, and look at what is left: the unclipped tensors or not."""
     assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
+    _unset_threshold(probe, assumptions)
     grads = spread_gradients()
     variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
     bound = _gradient_stand_ins(probe, grads, variables, assumptions)
@@ -229,9 +244,9 @@ def probe_discarded(probe: dict) -> dict:
         bound.setdefault(tensor, grads[0])
     ns = namespace(probe["loop"], bound, assumptions, variables)
     execute(probe["loop"]["code"], ns)
-    appended = [name for name in probe.get("appends", []) if ns.get(name)]
+    appended = [name for name in probe.get("appends", []) if ns.get(bound_name(name))]
     if appended:
-        kept, where = _unpaired(ns[appended[0]]), f"`{appended[0]}`"
+        kept, where = _unpaired(ns[bound_name(appended[0])]), f"`{appended[0]}`"
     elif probe.get("gradients"):
         kept, where = grads, f"`{probe['gradients']}`"
     else:
