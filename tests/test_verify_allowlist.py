@@ -63,3 +63,11 @@ def test_every_rule_has_a_probe_and_every_probe_kind_a_runner():
                 assert (finding.code, finding.probe["kind"]) in PROBES, (rule.code, finding.probe["kind"])
     assert {code for code, _ in PROBES} <= set(ALL_RULES)
     assert {code for code, _ in PROBES} == set(ALL_RULES)
+
+
+def test_the_contract_is_a_leaf_the_worker_may_import():
+    from test_architecture import import_graph
+
+    graph = import_graph()
+    assert graph["cliplint.probes"] == set()
+    assert "cliplint.probes" in graph["cliplint.verify.payload"]

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from ..probes import Snippet
 from .constants import UNKNOWN, constant
 from .gradients import Gradients, GradList
 from .local import Dataflow
@@ -16,7 +17,7 @@ from .nodes import walk
 PLAIN = (int, float, str, bool, type(None))
 
 
-def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
+def snippet(flow: Dataflow, node: cst.CSTNode) -> Snippet:
     """What the verifier needs to re-execute `node`: its source text, the imported names it
     uses (canonical), the literal values of the local names it uses, and `values`: the values
     the static analysis read for the attributes it uses (`FLAGS.clipnorm` -> the flag's default),
@@ -38,8 +39,7 @@ def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
         if value is not UNKNOWN and isinstance(value, (*PLAIN, dict)):
             constants[sub.value] = value
             sources[sub.value] = _source(flow, sub)
-    return {"code": flow.ctx.text(node), "imports": imports, "constants": constants, "values": values,
-            "sources": sources}
+    return Snippet(flow.ctx.text(node), imports, constants, values, sources, node)
 
 
 def _attribute_value(flow: Dataflow, attribute: cst.Attribute, values: Dict[str, object],

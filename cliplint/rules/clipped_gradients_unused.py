@@ -10,10 +10,11 @@ from ..analysis import Context
 from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS, reaches_apply
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import appended_lists, enclosing_for, probe_roles
+from ..probes import Discarded, Name, Unused
 from . import Invalid, Rule
 
 
@@ -127,17 +128,17 @@ def _appended(ctx: Context, use: cst.Name) -> bool:
     return isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "append"
 
 
-def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> dict:
+def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> Discarded:
     """What the verifier replays for a clip whose result is lost: the loop around it (or its own
     statement) on stand-in gradients, then what is left of them: the iterated list, or the list
     the unclipped `kept` tensor is appended to."""
     loop = enclosing_for(ctx.flow, call)
     statement = loop if loop is not None else ctx.parent.get(ctx.parent.get(call))
     tensor = arg(call, 0, "t") or arg(call, 0, "t_list")
-    return {"kind": ProbeKind.DISCARDED, "loop": ctx.flow.snippet(statement), "clip": ctx.flow.snippet(call),
-            "tensor": ctx.text(tensor) if isinstance(tensor, cst.Name) else None,
-            "appends": appended_lists(loop) if loop is not None else [], "kept": kept,
-            **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {})}
+    return Discarded(ctx.flow.snippet(statement), ctx.flow.snippet(call),
+                     tensor=Name(ctx.text(tensor)) if isinstance(tensor, cst.Name) else None,
+                     kept=Name(kept) if kept else None, appends=appended_lists(loop) if loop is not None else (),
+                     **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {}))
 
 
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
@@ -291,9 +292,9 @@ class ClippedGradientsUnused(Rule):
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
             f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "
             f"Pass `{clipped}` instead."),
-            probe={"kind": ProbeKind.UNUSED, "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
-                   "threshold": ctx.flow.snippet(threshold) if threshold is not None else None,
-                   **roles, "gradients": source.value},
+            probe=Unused(ctx.flow.snippet(assign), ctx.flow.snippet(applied),
+                         ctx.flow.snippet(threshold) if threshold is not None else None,
+                         **{**roles, "gradients": Name(source.value)}),
             fix=self._fix(ctx, assign, apply, clipped, source))
 
     @staticmethod

@@ -8,10 +8,11 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import ProbeKind, Report
+from ..findings import Report
 from ..flow.constants import UNKNOWN, ruled_out
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
+from ..probes import OptimizerThreshold, TensorThreshold, ValueBounds
 from . import Invalid, Rule
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
@@ -174,7 +175,7 @@ class InvalidClipThreshold(Rule):
                     yield Report(call, (
                         f"`tf.clip_by_value` with minimum {low:g} above maximum {high:g}: it raises nothing and every "
                         f"element becomes {low:g}. Swap the bounds."),
-                        probe={"kind": ProbeKind.VALUE, "call": ctx.flow.snippet(call)})
+                        probe=ValueBounds(ctx.flow.snippet(call)))
 
     def _optimizer(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
         for a in call.args:
@@ -191,7 +192,7 @@ class InvalidClipThreshold(Rule):
                 else:
                     message = (f"`{a.keyword.value}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
                                f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
-                yield Report(a, message, probe={"kind": ProbeKind.OPTIMIZER, "call": ctx.flow.snippet(call)})
+                yield Report(a, message, probe=OptimizerThreshold(ctx.flow.snippet(call)))
 
     @staticmethod
     def _tensor_clip(ctx: Context, call: cst.Call, function: str, value: float) -> Report:
@@ -200,4 +201,4 @@ class InvalidClipThreshold(Rule):
         else:
             effect = "leaves the gradients unchanged: nothing is clipped"
         return Report(call, f"`tf.{function}` with clip_norm {value:g} {effect}. Use a positive threshold.",
-                      probe={"kind": ProbeKind.TENSOR, "call": ctx.flow.snippet(call)})
+                      probe=TensorThreshold(ctx.flow.snippet(call)))

@@ -17,19 +17,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ...findings import ProbeKind
-from . import common
-from .common import FLAVOUR, MissingSymbol, Refusal, Used, quoted, reset_state, verdict, versions
-from .gradients import (
-    probe_discarded,
-    probe_misaligned,
-    probe_none_unsafe,
-    probe_not_unpacked,
-    probe_per_tensor,
-    probe_unused,
-)
-from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
-from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
+from . import common, gradients, numerics, optimizers  # noqa: F401 (their probe functions register)
+from .common import FLAVOUR, RUNNERS, MissingSymbol, Refusal, Used, quoted, reset_state, verdict, versions
 
 __all__ = ["PROBES", "run", "set_unchecked", "verdict", "versions"]
 
@@ -39,32 +28,8 @@ def set_unchecked(unchecked: bool) -> None:
     common.UNCHECKED = unchecked
 
 
-# (rule code, probe kind) -> the probe that runs it
-PROBES = {
-    ("CL001", ProbeKind.CONSTRUCT): probe_construct,
-    ("CL001", ProbeKind.LATE_ATTRIBUTE): probe_late_attribute,
-    ("CL002", ProbeKind.OPTION): probe_after_compile,
-    ("CL002", ProbeKind.REPLACE): probe_after_compile,
-    ("CL002", ProbeKind.REBIND): probe_after_compile,
-    ("CL002", ProbeKind.CALLBACK): probe_after_compile,
-    ("CL003", ProbeKind.PER_TENSOR): probe_per_tensor,
-    ("CL004", ProbeKind.SOFTMAX): probe_log_softmax,
-    ("CL004", ProbeKind.SIGMOID): probe_log_softmax,
-    ("CL004", ProbeKind.ONE_MINUS_SIGMOID): probe_log_softmax,
-    ("CL005", ProbeKind.NONE_UNSAFE): probe_none_unsafe,
-    ("CL005", ProbeKind.MISALIGNED): probe_misaligned,
-    ("CL006", ProbeKind.NOT_UNPACKED): probe_not_unpacked,
-    ("CL007", ProbeKind.UNUSED): probe_unused,
-    ("CL007", ProbeKind.DISCARDED): probe_discarded,
-    ("CL008", ProbeKind.NUMERICS): probe_numerics,
-    ("CL009", ProbeKind.OPTIMIZER): probe_threshold,
-    ("CL009", ProbeKind.TENSOR): probe_threshold,
-    ("CL009", ProbeKind.VALUE): probe_threshold,
-    ("CL010", ProbeKind.SOFTMAX): probe_double_activation,
-    ("CL010", ProbeKind.SIGMOID): probe_double_activation,
-    ("CL001", ProbeKind.CONFIG): probe_config,
-    ("CL009", ProbeKind.CONFIG): probe_config,
-}
+# (rule code, probe kind) -> the probe function that runs it, from the functions' registrations
+PROBES = {(rule, cls.kind): function for cls, function in RUNNERS.items() for rule in cls.rules}
 
 
 def run(probe: dict) -> dict:

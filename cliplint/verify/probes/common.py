@@ -11,7 +11,7 @@ import importlib
 import inspect
 import re
 import textwrap
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -67,6 +67,20 @@ def versions() -> dict:
 VERSIONS = versions()
 FLAVOUR = f"tf-keras {VERSIONS['keras']}" if LEGACY_KERAS else f"Keras {VERSIONS['keras']}"
 TF = f"TensorFlow {tf.__version__}"
+
+
+# --- the probe functions, by the probe class they run (cliplint.probes) --------------------------
+
+RUNNERS: Dict[type, Callable[[dict], dict]] = {}
+
+
+def runs(*classes: type) -> Callable[[Callable[[dict], dict]], Callable[[dict], dict]]:
+    """Register a probe function for the probe classes whose prepared payloads it runs."""
+    def register(function: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        for cls in classes:
+            RUNNERS[cls] = function
+        return function
+    return register
 
 
 def verdict(kind: str, evidence: str, assumptions: List[str] = (), other_flavour: bool = False) -> dict:

@@ -8,6 +8,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from ...probes import Discarded, Misaligned, NoneUnsafe, NotUnpacked, PerTensor, Unused
 from .common import (
     FLAVOUR,
     KERAS,
@@ -21,6 +22,7 @@ from .common import (
     kind_of,
     namespace,
     quoted,
+    runs,
     spread_gradients,
     tree_of,
     verdict,
@@ -87,6 +89,7 @@ def _none_thresholds(snippet: dict) -> List[str]:
     return found
 
 
+@runs(PerTensor)
 def probe_per_tensor(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 5 tensors of shapes (4,4), (8,), (3,2), (5,), (2,2) "
                    "with norms 1000, 100, 10, 1, 0.1"]
@@ -112,6 +115,7 @@ def probe_per_tensor(probe: dict) -> dict:
 
 # --- CL005 ----------------------------------------------------------------------------------
 
+@runs(NoneUnsafe)
 def probe_none_unsafe(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
                    "as for a frozen or unused layer"]
@@ -139,6 +143,7 @@ def _raises(run):
     return None
 
 
+@runs(Misaligned)
 def probe_misaligned(probe: dict) -> dict:
     assumptions = ["stand-in: variables v0, v1, v2 of shape (2,); v1 gets no gradient (None)"]
     grads = [tf.fill([2], 1.0), None, tf.fill([2], 3.0)]
@@ -166,6 +171,7 @@ def probe_misaligned(probe: dict) -> dict:
 
 # --- CL006 ----------------------------------------------------------------------------------
 
+@runs(NotUnpacked)
 def probe_not_unpacked(probe: dict) -> dict:
     assumptions = ["stand-in gradients: two tensors of shapes (2,) and (3,), with matching variables"]
     grads = [tf.fill([2], 3.0), tf.fill([3], 4.0)]
@@ -206,6 +212,7 @@ def _use_pair(probe: dict, given: dict, variables, assumptions: List[str], unpac
 
 # --- CL007 ----------------------------------------------------------------------------------
 
+@runs(Unused)
 def probe_unused(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
     grads = spread_gradients()
@@ -231,6 +238,7 @@ def _unpaired(items) -> list:
     return [item[0] if isinstance(item, tuple) else item for item in list(items)]
 
 
+@runs(Discarded)
 def probe_discarded(probe: dict) -> dict:
     """CL007, a clip whose result is lost: replay the loop (or the statement) on stand-in gradients,
     run the clip itself on one of them, and look at what is left: the unclipped tensors or not."""

@@ -1,0 +1,352 @@
+"""The contract between the rules and the verifier's probes: one frozen dataclass per probe kind.
+
+A rule reports a finding it can verify with `Report(..., probe=Construct(call=ctx.flow.snippet(call)))`;
+the worker's probe function registers for the class (`@runs(Construct)` in `verify/probes`). What
+travels between them (the findings cache, `--fix --verify`, the worker's JSON) is the probe's
+`payload`: `{"kind": ..., field: value}`, each `Snippet` as its dict. `verify/payload.py` reads a
+payload back with `parse` and prepares each field by its type:
+
+- `Snippet`: code layer 1 rebuilds (`Optional[Snippet]` with `STAND_IN` metadata: the probe may
+  stand in for it when layer 1 refuses it);
+- `Name`: a name or dotted chain the probe binds to a stand-in (never run);
+- `Attribute`: an attribute the snippet sets (checked against what may be set);
+- `Options`: a config file's numeric optimizer options;
+- `bool`, `str`: sent as they are.
+
+A leaf module: it imports nothing from cliplint (the worker imports it; it never imports the analysis).
+"""
+from __future__ import annotations
+
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, Callable, ClassVar, Dict, NewType, Optional, Tuple, Type, TypeVar
+
+Name = NewType("Name", str)
+Attribute = NewType("Attribute", str)
+Options = NewType("Options", dict)
+STAND_IN = "stand_in"  # field metadata: the evidence note when the probe stands in for a refused snippet
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """Source the verifier re-executes: its text, the imported names it uses (canonical), the
+    literal values of its local names (`constants`) and of the attributes the static analysis
+    read (`values`: `FLAGS.clipnorm` -> its flag default), where each came from (`sources`), and
+    `node`: the syntax node it shows (a fix is replayed on it; never sent)."""
+
+    code: str
+    imports: Dict[str, str] = field(default_factory=dict)
+    constants: Dict[str, Any] = field(default_factory=dict)
+    values: Dict[str, Any] = field(default_factory=dict)
+    sources: Dict[str, str] = field(default_factory=dict)
+    node: Any = field(default=None, compare=False, repr=False)
+
+    def wire(self) -> dict:
+        return {"code": self.code, "imports": dict(self.imports), "constants": dict(self.constants),
+                "values": dict(self.values), "sources": dict(self.sources)}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What every probe kind is: `kind` names it in its payload, `rules` are the rules that use it."""
+
+    kind: ClassVar[str] = ""
+    rules: ClassVar[Tuple[str, ...]] = ()
+
+
+KINDS: Dict[Tuple[str, str], Type[Probe]] = {}  # (rule code, kind) -> the class
+P = TypeVar("P", bound=Type[Probe])
+
+
+def kind(name: str, *rules: str) -> Callable[[P], P]:
+    """Register a probe class under its kind for its rules."""
+    def register(cls: P) -> P:
+        cls.kind, cls.rules = name, rules
+        for rule in rules:
+            KINDS[(rule, name)] = cls
+        return cls
+    return register
+
+
+_ROLES = dict(gradients=None, variables=None, pairs=False)
+
+
+# --- CL001, CL009: an optimizer's clip options ---------------------------------------------------
+
+@kind("construct", "CL001")
+@dataclass(frozen=True)
+class Construct(Probe):
+    call: Snippet  # an optimizer built with several clip options
+
+
+@kind("late-attribute", "CL001")
+@dataclass(frozen=True)
+class LateAttribute(Probe):
+    call: Snippet  # the optimizer's construction
+    attribute: Attribute  # the clip option set afterwards
+    value: Snippet
+
+
+@kind("config", "CL001", "CL009")
+@dataclass(frozen=True)
+class Config(Probe):
+    class_name: Name  # an optimizer described by a training config
+    options: Options
+    assumed_class: bool = False
+
+
+@kind("optimizer", "CL009")
+@dataclass(frozen=True)
+class OptimizerThreshold(Probe):
+    call: Snippet  # an optimizer's clip threshold <= 0
+
+
+@kind("tensor", "CL009")
+@dataclass(frozen=True)
+class TensorThreshold(Probe):
+    call: Snippet  # clip_by_norm / clip_by_global_norm's threshold <= 0
+
+
+@kind("value", "CL009")
+@dataclass(frozen=True)
+class ValueBounds(Probe):
+    call: Snippet  # clip_by_value with min > max
+
+
+# --- CL002: the optimizer changed after compile --------------------------------------------------
+
+@dataclass(frozen=True)
+class AfterCompile(Probe):
+    change: Snippet
+    trained_before: bool = False
+    option: Optional[str] = None
+    compile: Optional[Snippet] = None  # None: a callback's `self.model`
+
+
+@kind("option", "CL002")
+@dataclass(frozen=True)
+class OptionChanged(AfterCompile):
+    """A clip option changed after compile."""
+
+
+@kind("replace", "CL002")
+@dataclass(frozen=True)
+class OptimizerReplaced(AfterCompile):
+    """`model.optimizer = ...` after compile."""
+
+
+@kind("rebind", "CL002")
+@dataclass(frozen=True)
+class OptimizerRebound(AfterCompile):
+    """The optimizer's name rebound after compile."""
+
+
+@kind("callback", "CL002")
+@dataclass(frozen=True)
+class CallbackChange(AfterCompile):
+    """A callback that changes a clip option."""
+
+
+# --- CL003, CL005, CL006, CL007: the gradient list -----------------------------------------------
+
+@kind("per-tensor", "CL003")
+@dataclass(frozen=True)
+class PerTensor(Probe):
+    loop: Snippet
+    clip: Snippet
+    result: Optional[Name] = None
+    appends: Tuple[Name, ...] = ()
+    gradients: Optional[Name] = None
+    variables: Optional[Name] = None
+    pairs: bool = False
+
+
+@kind("none-unsafe", "CL005")
+@dataclass(frozen=True)
+class NoneUnsafe(Probe):
+    loop: Snippet  # a clipping loop that fails on a None gradient
+    appends: Tuple[Name, ...] = ()
+    gradients: Optional[Name] = None
+    variables: Optional[Name] = None
+    pairs: bool = False
+
+
+@kind("misaligned", "CL005")
+@dataclass(frozen=True)
+class Misaligned(Probe):
+    zip: Snippet  # None gradients filtered out of one list only
+    statements: Tuple[Snippet, ...] = ()
+    gradients: Optional[Name] = None
+    variables: Optional[Name] = None
+
+
+@kind("not-unpacked", "CL006")
+@dataclass(frozen=True)
+class NotUnpacked(Probe):
+    use: Snippet
+    statement: Optional[Snippet] = None
+    gradients: Optional[Name] = None
+
+
+@kind("unused", "CL007")
+@dataclass(frozen=True)
+class Unused(Probe):
+    clip: Snippet  # the clipped list is not the one applied
+    applied: Snippet
+    threshold: Optional[Snippet] = None
+    gradients: Optional[Name] = None
+    variables: Optional[Name] = None
+    pairs: bool = False
+
+
+@kind("discarded", "CL007")
+@dataclass(frozen=True)
+class Discarded(Probe):
+    loop: Snippet  # a clip's result thrown away, or its input kept instead
+    clip: Snippet
+    tensor: Optional[Name] = None
+    kept: Optional[Name] = None
+    appends: Tuple[Name, ...] = ()
+    gradients: Optional[Name] = None
+    variables: Optional[Name] = None
+    pairs: bool = False
+
+
+# --- CL004, CL008, CL010: numerics ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LogOf(Probe):
+    log: Snippet
+    padded: bool = False
+    source: Optional[Snippet] = field(default=None, metadata={STAND_IN: (
+        "the probabilities' producer `{code}` is not run ({refusal}): the {activation} of stand-in logits "
+        "stands in for its output")})
+
+
+@kind("softmax", "CL004")
+@dataclass(frozen=True)
+class LogOfSoftmax(LogOf):
+    """log of a softmax."""
+
+
+@kind("sigmoid", "CL004")
+@dataclass(frozen=True)
+class LogOfSigmoid(LogOf):
+    """log of a sigmoid."""
+
+
+@kind("1-sigmoid", "CL004")
+@dataclass(frozen=True)
+class LogOfOneMinusSigmoid(LogOf):
+    """log(1 - sigmoid)."""
+
+
+@kind("numerics", "CL008")
+@dataclass(frozen=True)
+class Numerics(Probe):
+    call: Snippet  # tf.add_check_numerics_ops()
+
+
+@dataclass(frozen=True)
+class FromLogits(Probe):
+    op: Optional[str] = None  # a `tf.nn.*_with_logits` op, run by the probe itself
+    function: Optional[str] = None  # a loss function called with from_logits=True
+    call: Optional[Snippet] = None
+    loss: Optional[Snippet] = None  # a loss object built with from_logits=True
+
+
+@kind("softmax", "CL010")
+@dataclass(frozen=True)
+class SoftmaxThenFromLogits(FromLogits):
+    """softmax before a from-logits loss."""
+
+
+@kind("sigmoid", "CL010")
+@dataclass(frozen=True)
+class SigmoidThenFromLogits(FromLogits):
+    """sigmoid before a from-logits loss."""
+
+
+LOG_OF = {cls.kind: cls for cls in (LogOfSoftmax, LogOfSigmoid, LogOfOneMinusSigmoid)}
+FROM_LOGITS = {cls.kind: cls for cls in (SoftmaxThenFromLogits, SigmoidThenFromLogits)}
+
+
+# --- the payload ---------------------------------------------------------------------------------
+
+def payload(probe: Probe) -> dict:
+    """The probe as data (JSON): what the cache stores and the verifier reads back with `parse`."""
+    return {"kind": probe.kind, **{f.name: _wire(getattr(probe, f.name)) for f in fields(probe)}}
+
+
+def _wire(value):
+    if isinstance(value, Snippet):
+        return value.wire()
+    if isinstance(value, (tuple, list)):
+        return [_wire(item) for item in value]
+    return dict(value) if isinstance(value, dict) else value
+
+
+class Malformed(ValueError):
+    """A payload that does not fit its probe class (the message names the field)."""
+
+
+def parse(rule: str, data: dict) -> Probe:
+    """The probe a payload describes, each field checked for the shape its type gives."""
+    cls = KINDS.get((rule, str(data.get("kind"))))
+    if cls is None:
+        raise Malformed(f"no probe kind `{data.get('kind')}` for {rule}")
+    known = {f.name: f for f in fields(cls)}
+    unexpected = set(data) - set(known) - {"kind"}
+    if unexpected:
+        raise Malformed(f"an unexpected `{sorted(unexpected)[0]}` field")
+    hints = field_types(cls)
+    values = {}
+    for name, declared in known.items():
+        if name in data:
+            values[name] = _read(hints[name], data[name], name)
+        elif declared.default is MISSING and declared.default_factory is MISSING:
+            raise Malformed(f"no `{name}` field")
+    return cls(**values)
+
+
+def field_types(cls: type) -> Dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def shape(hint) -> Tuple[Any, bool, bool]:
+    """(the field's item type, optional, a tuple of them)."""
+    optional = False
+    if typing.get_origin(hint) is typing.Union:
+        hint, optional = next(a for a in typing.get_args(hint) if a is not type(None)), True
+    if typing.get_origin(hint) is tuple:
+        return typing.get_args(hint)[0], optional, True
+    return hint, optional, False
+
+
+def _read(hint, value, name: str):
+    item, optional, many = shape(hint)
+    if value is None and optional:
+        return None
+    if many:
+        if not isinstance(value, (list, tuple)):
+            raise Malformed(f"the `{name}` field is not a list")
+        return tuple(_item(item, v, name) for v in value)
+    return _item(item, value, name)
+
+
+_PLAIN = {str: str, Name: str, Attribute: str, bool: bool}
+
+
+def _item(item, value, name: str):
+    if item is Snippet:
+        if not isinstance(value, dict) or not isinstance(value.get("code"), str) \
+                or set(value) - {"code", "imports", "constants", "values", "sources"}:
+            raise Malformed(f"the `{name}` field is not a snippet")
+        return Snippet(**value)
+    if item is Options:
+        if not isinstance(value, dict):
+            raise Malformed(f"the `{name}` field is not a mapping")
+        return dict(value)
+    if not isinstance(value, _PLAIN.get(item, object)) or item not in _PLAIN:
+        raise Malformed(f"the `{name}` field is not a {getattr(item, '__name__', item)}")
+    return value
