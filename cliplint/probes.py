@@ -68,7 +68,10 @@ def kind(name: str, *rules: str) -> Callable[[P], P]:
     return register
 
 
-_ROLES = dict(gradients=None, variables=None, pairs=False)
+def variant(base: P, name: str, kind_name: str, *rules: str, doc: str) -> P:
+    """A probe kind with its base's fields: one of several that one probe function tells apart by kind."""
+    cls = type(name, (base,), {"__doc__": doc, "__module__": __name__, "__qualname__": name})
+    return kind(kind_name, *rules)(dataclass(frozen=True)(cls))
 
 
 # --- CL001, CL009: an optimizer's clip options ---------------------------------------------------
@@ -95,22 +98,16 @@ class Config(Probe):
     assumed_class: bool = False
 
 
-@kind("optimizer", "CL009")
 @dataclass(frozen=True)
-class OptimizerThreshold(Probe):
-    call: Snippet  # an optimizer's clip threshold <= 0
+class Threshold(Probe):
+    call: Snippet
 
 
-@kind("tensor", "CL009")
-@dataclass(frozen=True)
-class TensorThreshold(Probe):
-    call: Snippet  # clip_by_norm / clip_by_global_norm's threshold <= 0
-
-
-@kind("value", "CL009")
-@dataclass(frozen=True)
-class ValueBounds(Probe):
-    call: Snippet  # clip_by_value with min > max
+OptimizerThreshold = variant(Threshold, "OptimizerThreshold", "optimizer", "CL009",
+                             doc="An optimizer's clip threshold <= 0.")
+TensorThreshold = variant(Threshold, "TensorThreshold", "tensor", "CL009",
+                          doc="clip_by_norm / clip_by_global_norm's threshold <= 0.")
+ValueBounds = variant(Threshold, "ValueBounds", "value", "CL009", doc="clip_by_value with min > max.")
 
 
 # --- CL002: the optimizer changed after compile --------------------------------------------------
@@ -123,28 +120,13 @@ class AfterCompile(Probe):
     compile: Optional[Snippet] = None  # None: a callback's `self.model`
 
 
-@kind("option", "CL002")
-@dataclass(frozen=True)
-class OptionChanged(AfterCompile):
-    """A clip option changed after compile."""
-
-
-@kind("replace", "CL002")
-@dataclass(frozen=True)
-class OptimizerReplaced(AfterCompile):
-    """`model.optimizer = ...` after compile."""
-
-
-@kind("rebind", "CL002")
-@dataclass(frozen=True)
-class OptimizerRebound(AfterCompile):
-    """The optimizer's name rebound after compile."""
-
-
-@kind("callback", "CL002")
-@dataclass(frozen=True)
-class CallbackChange(AfterCompile):
-    """A callback that changes a clip option."""
+OptionChanged = variant(AfterCompile, "OptionChanged", "option", "CL002", doc="A clip option changed after compile.")
+OptimizerReplaced = variant(AfterCompile, "OptimizerReplaced", "replace", "CL002",
+                            doc="`model.optimizer = ...` after compile.")
+OptimizerRebound = variant(AfterCompile, "OptimizerRebound", "rebind", "CL002",
+                           doc="The optimizer's name rebound after compile.")
+CallbackChange = variant(AfterCompile, "CallbackChange", "callback", "CL002",
+                         doc="A callback that changes a clip option.")
 
 
 # --- CL003, CL005, CL006, CL007: the gradient list -----------------------------------------------
@@ -223,22 +205,9 @@ class LogOf(Probe):
         "stands in for its output")})
 
 
-@kind("softmax", "CL004")
-@dataclass(frozen=True)
-class LogOfSoftmax(LogOf):
-    """log of a softmax."""
-
-
-@kind("sigmoid", "CL004")
-@dataclass(frozen=True)
-class LogOfSigmoid(LogOf):
-    """log of a sigmoid."""
-
-
-@kind("1-sigmoid", "CL004")
-@dataclass(frozen=True)
-class LogOfOneMinusSigmoid(LogOf):
-    """log(1 - sigmoid)."""
+LogOfSoftmax = variant(LogOf, "LogOfSoftmax", "softmax", "CL004", doc="log of a softmax.")
+LogOfSigmoid = variant(LogOf, "LogOfSigmoid", "sigmoid", "CL004", doc="log of a sigmoid.")
+LogOfOneMinusSigmoid = variant(LogOf, "LogOfOneMinusSigmoid", "1-sigmoid", "CL004", doc="log(1 - sigmoid).")
 
 
 @kind("numerics", "CL008")
@@ -255,16 +224,10 @@ class FromLogits(Probe):
     loss: Optional[Snippet] = None  # a loss object built with from_logits=True
 
 
-@kind("softmax", "CL010")
-@dataclass(frozen=True)
-class SoftmaxThenFromLogits(FromLogits):
-    """softmax before a from-logits loss."""
-
-
-@kind("sigmoid", "CL010")
-@dataclass(frozen=True)
-class SigmoidThenFromLogits(FromLogits):
-    """sigmoid before a from-logits loss."""
+SoftmaxThenFromLogits = variant(FromLogits, "SoftmaxThenFromLogits", "softmax", "CL010",
+                                doc="softmax before a from-logits loss.")
+SigmoidThenFromLogits = variant(FromLogits, "SigmoidThenFromLogits", "sigmoid", "CL010",
+                                doc="sigmoid before a from-logits loss.")
 
 
 LOG_OF = {cls.kind: cls for cls in (LogOfSoftmax, LogOfSigmoid, LogOfOneMinusSigmoid)}

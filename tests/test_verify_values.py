@@ -174,41 +174,27 @@ def one(verified, name, code):
     return verified[(name, code)][0]
 
 
-def test_argparse_flag_default_is_what_the_probe_runs_and_says(verified):
-    v = one(verified, "argparse_flag.py", "CL009")
-    assert v["verdict"] == "confirmed", v
-    assert "clipnorm=0 does not clip" in v["evidence"]
-    assert "`FLAGS.clipnorm` = 0.0 (the default of its command-line flag `clipnorm`)" in v["evidence"]
+# (file, rule, verdict, what the evidence must say)
+EVIDENCE = [
+    # item 1: the flag default / constant the finding is about, named in the evidence
+    ("argparse_flag.py", "CL009", "confirmed",
+     "clipnorm=0 does not clip: one SGD step applied the whole gradient [3, -4] (run on the file's values: "
+     "`FLAGS.clipnorm` = 0.0 (the default of its command-line flag `clipnorm`))"),
+    ("absl_flag.py", "CL009", "confirmed", "`FLAGS.clip_norm` = 0.0 (the default of its command-line flag"),
+    ("module_constant.py", "CL009", "confirmed", "`CLIP` = -1.0 (its value in the file)"),
+    # a placeholder stood in for a value the probe could not read: never "not reproduced"
+    ("placeholder.py", "CL002", "inconclusive", "`config.clip_norm` = 1.0 (placeholder)"),
+    # item 4: CL007's discarded clip and its clipped copy never used
+    ("discarded.py", "CL007", "confirmed", "left its input unchanged; afterwards `grads` holds the unclipped"),
+    ("kept_original.py", "CL007", "confirmed", "afterwards `kept` holds the unclipped gradients"),
+]
 
 
-def test_absl_flag_default_reaches_a_tensor_clip(verified):
-    v = one(verified, "absl_flag.py", "CL009")
-    assert v["verdict"] == "confirmed", v
-    assert "`FLAGS.clip_norm` = 0.0" in v["evidence"]
-
-
-def test_module_constant_is_named_in_the_evidence(verified):
-    v = one(verified, "module_constant.py", "CL009")
-    assert v["verdict"] == "confirmed", v
-    assert "`CLIP` = -1.0 (its value in the file)" in v["evidence"]
-
-
-def test_a_placeholder_turns_not_reproduced_into_inconclusive(verified):
-    v = one(verified, "placeholder.py", "CL002")
-    assert v["verdict"] == "inconclusive", v
-    assert "`config.clip_norm` = 1.0 (placeholder)" in v["evidence"]
-
-
-def test_cl007_discarded_clip_is_confirmed(verified):
-    v = one(verified, "discarded.py", "CL007")
-    assert v["verdict"] == "confirmed", v
-    assert "left its input unchanged" in v["evidence"] and "`grads` holds the unclipped gradients" in v["evidence"]
-
-
-def test_cl007_clipped_copy_never_used_is_confirmed(verified):
-    v = one(verified, "kept_original.py", "CL007")
-    assert v["verdict"] == "confirmed", v
-    assert "`kept` holds the unclipped gradients" in v["evidence"]
+@pytest.mark.parametrize("name, code, expected, evidence", EVIDENCE)
+def test_the_verdict_is_about_the_finding_and_says_why(verified, name, code, expected, evidence):
+    v = one(verified, name, code)
+    assert v["verdict"] == expected, v
+    assert evidence in v["evidence"], v
 
 
 @pytest.mark.parametrize("name, code", [("metrics.py", "CL002"), ("float_inf.py", "CL004"),
