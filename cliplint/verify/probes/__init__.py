@@ -18,7 +18,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common, gradients, numerics, optimizers  # noqa: F401 (their probe functions register)
-from .common import FLAVOUR, RUNNERS, MissingSymbol, Refusal, Used, quoted, reset_state, verdict, versions
+from .common import FLAVOUR, RUNNERS, MissingSymbol, Refusal, Used, kind_of, reset_state, verdict, versions
 
 __all__ = ["PROBES", "run", "set_unchecked", "verdict", "versions"]
 
@@ -51,11 +51,14 @@ def run(probe: dict) -> dict:
 
 
 def failed(err: BaseException) -> str:
-    """What failed, by name: the attribute and the kind of object it was asked of, or the message."""
-    if isinstance(err, AttributeError) and getattr(err, "name", None) and hasattr(err, "obj"):
-        return (f"AttributeError: a stand-in `{type(err.obj).__name__}` has no attribute `{err.name}` "
+    """What failed: for an attribute, its name (an identifier of the snippet) and the type of what
+    it was asked of; else the exception's type alone (its message can quote a file name or any value
+    the snippet built)."""
+    name = getattr(err, "name", None) if isinstance(err, AttributeError) else None
+    if isinstance(name, str) and name.isidentifier() and hasattr(err, "obj"):
+        return (f"AttributeError: a stand-in `{type(err.obj).__name__}` has no attribute `{name}` "
                 "(the code reads it from an object the probe could not provide)")
-    return quoted(err)
+    return kind_of(err)
 
 
 def on_file_values(found: dict) -> dict:
