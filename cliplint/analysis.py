@@ -23,6 +23,7 @@ from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
 from .flow.nodes import children, first_numbered
 from .names import ImportTable
+from .probes import payload
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
 
 # The newest grammar libcst knows, whatever Python runs cliplint: `type X = ...`, `def f[T]()`,
@@ -537,7 +538,7 @@ def _locate(ctx: Context, reports: List[Tuple[object, Report]], positions: "Posi
         finding = Finding(
             ctx.path, line, column, end_line, end_column,
             rule.code, rule.name, report.severity or rule.severity, report.message,
-            report.probe if ctx.flow.probes else None,
+            payload(report.probe) if ctx.flow.probes and report.probe is not None else None,
             fix=report.fix.summary() if report.fix is not None else None)
         located.setdefault((finding.line, finding.column, finding.code), (finding, report))
     return list(located.values())

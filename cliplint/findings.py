@@ -4,7 +4,6 @@ A leaf module: it imports nothing from cliplint, so any module may import it.
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Tuple, Union
 
@@ -23,7 +22,7 @@ class Finding:
     name: str
     severity: str  # "error" | "warning"
     message: str
-    probe: Optional[dict] = field(default=None, compare=False, repr=False)
+    probe: Optional[dict] = field(default=None, compare=False, repr=False)  # the payload of a `probes.Probe`
     verification: Optional[dict] = field(default=None, compare=False)
     cell: Optional[int] = None
     fix: Optional[dict] = field(default=None, compare=False)  # {"title", "safety"} when the rule offers one
@@ -46,43 +45,6 @@ class Finding:
 # The Keras optimizer clip options: rules (Python and configs) and the verifier's probes both
 # name them, and the worker must not import the analysis modules, so they live in this leaf.
 CLIP_OPTIONS = ("clipnorm", "clipvalue", "global_clipnorm")
-
-
-class ProbeKind(str, enum.Enum):
-    """Which probe the verifier runs for a finding (with its rule code): the `kind` of a probe
-    payload. A str so a payload stays the same JSON, cache key and worker request as the text."""
-
-    CONSTRUCT = "construct"  # CL001: an optimizer built with several clip options
-    LATE_ATTRIBUTE = "late-attribute"  # CL001: a clip option set on a built optimizer
-    CONFIG = "config"  # CL001, CL009: an optimizer described by a training config
-    OPTION = "option"  # CL002: a clip option changed after compile
-    REPLACE = "replace"  # CL002: `model.optimizer = ...` after compile
-    REBIND = "rebind"  # CL002: the optimizer's name rebound after compile
-    CALLBACK = "callback"  # CL002: a callback that changes a clip option
-    PER_TENSOR = "per-tensor"  # CL003
-    SOFTMAX = "softmax"  # CL004: log of a softmax; CL010: softmax before a from-logits loss
-    SIGMOID = "sigmoid"  # CL004, CL010: the same for a sigmoid
-    ONE_MINUS_SIGMOID = "1-sigmoid"  # CL004: log(1 - sigmoid)
-    NONE_UNSAFE = "none-unsafe"  # CL005: a clipping loop that fails on a None gradient
-    MISALIGNED = "misaligned"  # CL005: None gradients filtered out of one list only
-    NOT_UNPACKED = "not-unpacked"  # CL006
-    UNUSED = "unused"  # CL007
-    NUMERICS = "numerics"  # CL008
-    OPTIMIZER = "optimizer"  # CL009: an optimizer's clip threshold
-    TENSOR = "tensor"  # CL009: clip_by_norm / clip_by_global_norm's threshold
-    VALUE = "value"  # CL009: clip_by_value's bounds
-    UNSTABLE_SOFTMAX = "unstable-softmax"  # CL011: exp(x) / reduce_sum(exp(x)) without the max subtracted
-    LOGSUMEXP = "logsumexp"  # CL011: log(reduce_sum(exp(x)))
-    SOFTPLUS = "softplus"  # CL011: log(1 + exp(x))
-    SQRT_EXP = "sqrt-exp"  # CL011: sqrt(exp(x))
-    PROBABILITY_LOSS = "probability-loss"  # CL012: a from_logits=False loss on logits
-    SINGLE_UNIT = "single-unit"  # CL013: a softmax over one unit
-    NORM_AT_ZERO = "norm-at-zero"  # CL014: a norm (or x / norm(x)) at zero
-    WHERE_GRADIENT = "where-gradient"  # CL015: tf.where masking log(x), 1/x, ... at the invalid point
-
-    # Its text in messages and f-strings, as the plain str was (not `ProbeKind.SOFTMAX`).
-    __str__ = str.__str__
-    __format__ = str.__format__
 
 
 SAFE, UNSAFE = "safe", "unsafe"
@@ -110,11 +72,11 @@ class Report:
     __slots__ = ("node", "message", "severity", "probe", "fix")
 
     def __init__(self, node: Union["libcst.CSTNode", str], message: str, *, severity: Optional[str] = None,
-                 probe: Optional[dict] = None, fix: Optional[Fix] = None) -> None:
+                 probe: Optional[object] = None, fix: Optional[Fix] = None) -> None:
         self.node = node
         self.message = message
         self.severity = severity  # None: the rule's default
-        self.probe = probe
+        self.probe = probe  # a `cliplint.probes.Probe` (a leaf too: findings imports neither way)
         self.fix = fix
 
 

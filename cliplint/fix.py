@@ -15,7 +15,7 @@ import difflib
 import io
 import re
 import tokenize
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -23,9 +23,10 @@ import libcst as cst
 from .analysis import Context, parse, reports_of
 from .discovery import Target, discover, unique
 from .files import FileTooLarge, common_ends, decode_python, encode_python, read_regular, write_bytes_atomically
-from .findings import SAFE, Finding, Fix, bad_input
+from .findings import SAFE, Finding, Fix, Report, bad_input
 from .lint import prefilter
 from .notebook import Program, cell_sources, python_cells, replace_sources
+from .probes import Probe, Snippet, payload
 from .rules import ALL_RULES
 from .suppress import NOQA, noqa_comments, noqa_lines
 
@@ -83,8 +84,9 @@ def compiles(text: str) -> bool:
     return True
 
 
-def _edit(ctx: Context, finding: Finding, fix: Fix) -> Optional[Edit]:
+def _edit(ctx: Context, finding: Finding, report: Report) -> Optional[Edit]:
     """The fix as one text edit of the source, or None when its result would not parse."""
+    fix = report.fix
     try:
         fixed = ctx.module.visit(_Replace(dict(fix.changes))).code
     except Exception:  # a replacement libcst cannot generate: the fix is not offered
@@ -94,39 +96,39 @@ def _edit(ctx: Context, finding: Finding, fix: Fix) -> Optional[Edit]:
         return None
     start, tail = common_ends(source, fixed)
     return Edit(start, len(source) - tail, fixed[start:len(fixed) - tail], finding.code, fix.title, fix.safety,
-                finding.line, finding.column, finding.probe, _fixed_probe(ctx, finding.probe, fix))
+                finding.line, finding.column, finding.probe, _fixed_probe(ctx, report.probe, fix))
 
 
-def _fixed_probe(ctx: Context, probe: Optional[dict], fix: Fix) -> Optional[dict]:
+def _fixed_probe(ctx: Context, probe: Optional[Probe], fix: Fix) -> Optional[dict]:
     """The finding's probe with each snippet's code as the fix leaves it: what `--verify` runs
     to show that the fix removes the problem."""
     if probe is None:
         return None
     changes = dict(fix.changes)
-    fixed = {key: _fixed_snippets(ctx, value, changes) for key, value in probe.items()}
-    return {**fixed, "fixed": True}
+    fixed = replace(probe, **{f.name: _fixed_snippets(ctx, getattr(probe, f.name), changes) for f in fields(probe)})
+    return {**payload(fixed), "fixed": True}
 
 
 def _fixed_snippets(ctx: Context, value, changes: Dict[cst.CSTNode, Optional[cst.CSTNode]]):
     """Each snippet regenerated from its node with the fix's replacements applied (the node,
     not the text: a name the fix renames at one place occurs at others too)."""
-    if isinstance(value, list):
-        return [_fixed_snippets(ctx, item, changes) for item in value]
-    node = ctx.flow.snippet_nodes.get(id(value)) if isinstance(value, dict) else None
-    if node is None or "code" not in value:
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fixed_snippets(ctx, item, changes) for item in value)
+    if not isinstance(value, Snippet) or value.node is None:
         return value
+    node = value.node
     if any(changes.get(above, node) is None for above in ctx.ancestors(node)):
-        return {**value, "code": ""}  # the fix removes the statement the snippet is part of
+        return replace(value, code="")  # the fix removes the statement the snippet is part of
     fixed = node.visit(_Replace(changes))
     code = "" if isinstance(fixed, cst.RemovalSentinel) else ctx.module.code_for_node(fixed)
-    if code == value["code"]:
+    if code == value.code:
         return value
-    imports = dict(value.get("imports", {}))
+    imports = dict(value.imports)
     for name in set(_IDENTIFIER.findall(code)) - set(imports):
         qualified = ctx.imports.qualify(cst.Name(name))
         if qualified is not None:
             imports[name] = qualified
-    return {**value, "code": code, "imports": imports}
+    return replace(value, code=code, imports=imports)
 
 
 def _rules_by_code(codes) -> list:
@@ -161,7 +163,7 @@ def offered(path: str, text: str, rules: Sequence) -> Optional[List[Edit]]:
         return None
     ctx = Context(path, text, module)
     located, _ = reports_of(ctx, rules)
-    edits = [_edit(ctx, finding, report.fix) for finding, report in located if report.fix is not None]
+    edits = [_edit(ctx, finding, report) for finding, report in located if report.fix is not None]
     return sorted((e for e in edits if e is not None), key=lambda e: (e.start, e.end))
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-tf = pytest.importorskip("tensorflow", reason="the red-team tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+tf = pytest.importorskip("tensorflow", reason="the red-team tests need tensorflow-cpu (pip install '.[verify]')")
 
 from cliplint.verify.allowlist import STRINGS  # noqa: E402
 
@@ -116,6 +116,15 @@ ATTACKS = [
      "np.ma.core.builtins.__import__('resource').RLIMIT_NOFILE, (3, 3))"),
     ("ptrace_parent", 6, "",
      "np.ctypeslib.ctypes.CDLL(None).ptrace(16, np.ma.core.builtins.__import__('os').getppid(), 0, 0)"),
+    # 9. through what issue 26 admitted: the compat.v2 fold, the derived pure functions, compared
+    # strings, string-keyed subscripts (numbered with the class they belong to)
+    ("compat_v2_fold_to_gfile", 2, "", "tf.compat.v2.io.gfile.GFile({m!r}, 'w').write('x')"),
+    ("compat_v2_compat_v1_write_file", 2, "", "tf.compat.v2.compat.v1.write_file({m!r}, 'x')"),
+    ("derived_function_globals", 1, "", "tf.math.reduce_sum.__globals__['__builtins__']['open']({m!r}, 'w')"),
+    ("derived_identity_n_read_file", 2, "", "tf.identity_n([tf.io.read_file({s!r})])[0]"),
+    ("derived_reshape_raw_ops", 2, "", "tf.reshape(tf.raw_ops.ReadFile(filename={s!r}), [-1])"),
+    ("compared_string_escapes", 3, "", "tf.convert_to_tensor([{s!r} == 'x', {s!r}][1])"),
+    ("subscript_of_imported_environ", 4, "from os import environ", "environ['CLIPLINT_REDTEAM_SECRET']"),
 ]
 # Code that rewrites the probe in the worker's own memory decides that probe's verdict: only
 # layer 1 stops it (layer 2 guards the machine, not the verdicts of a run it is part of).
@@ -190,6 +199,10 @@ VALUE_ATTACKS = [
      f"tf.layers.dense(tf.ones([1, 2]), 3, activation={config('function', spell('set_epsilon'), 'keras.config')})"),
     ("loss_built_reduction", 7, "", f"tf.keras.losses.MeanSquaredError(reduction={spell('sum_over_batch_sizes')})"),
     ("string_tensor_as_activation", 7, "", "tf.keras.layers.Dense(1, activation=tf.constant('softmax'))"),
+    # through what issue 26 admitted: a derived pure function, `.name`, IndexedSlices
+    ("derived_reshape_built_string", 7, "", f"tf.reshape({spell('secret.txt')}, [-1])"),
+    ("layer_name_as_tensor", 7, "", "tf.convert_to_tensor(tf.keras.layers.Dense(1).name)"),
+    ("indexed_slices_built_string", 7, "", f"tf.IndexedSlices({spell('secret.txt')}, tf.constant([0]))"),
 ]
 # 8. Verdicts forged through an exception's text: the snippet makes the call raise a ValueError
 # whose message is its own text (`float('...')` quotes its argument). {v} is that text.
@@ -320,7 +333,9 @@ def _verdicts(run: dict, name: str) -> list:
 
 
 def _assert_contained(run: dict, name: str) -> None:
-    output = run["result"].stdout + run["result"].stderr
+    # a finding's fix quotes the attack file's own source (which names the secret file): not a leak
+    findings = [{key: value for key, value in record.items() if key != "fix"} for record in run["records"]]
+    output = (json.dumps(findings) if run["records"] else run["result"].stdout) + run["result"].stderr
     assert run["result"].returncode in (0, 1), run["result"].stderr[-2000:]
     assert not run["markers"][name].exists(), f"{name} created its marker file"
     assert not list(run["root"].glob("**/pwned*")), f"{name}: a file was written"

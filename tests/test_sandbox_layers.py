@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("tensorflow", reason="the lock-down tests need tensorflow-cpu (pip install 'cliplint[verify]')")
-pytest.importorskip("pyseccomp", reason="the lock-down tests need pyseccomp (pip install 'cliplint[verify]')")
+pytest.importorskip("tensorflow", reason="the lock-down tests need tensorflow-cpu (pip install '.[verify]')")
+pytest.importorskip("pyseccomp", reason="the lock-down tests need pyseccomp (pip install '.[verify]')")
 
 from test_redteam import TOKEN, Listener, _processes_left  # noqa: E402
 

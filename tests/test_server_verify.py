@@ -12,7 +12,7 @@ from lsp_client import CONFIG, editor_capabilities, initialize_params, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install '.[verify]')")
 pytestmark = pytest.mark.asyncio
 
 SOURCE = "import tensorflow as tf\nopt = tf.keras.optimizers.Adam(learning_rate=0.1, clipnorm=1.0, clipvalue=0.5)\n"

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install '.[verify]')")
 
 from verified import verdicts  # noqa: E402
 
@@ -242,7 +242,7 @@ def test_verify_without_tensorflow_says_how_to_install(tmp_path):
               "from cliplint.cli import main\nmain()\n")
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 2
-    assert "pip install 'cliplint[verify]'" in result.stderr
+    assert "pip install '.[verify]'" in result.stderr
     assert "Traceback" not in result.stderr
 
 

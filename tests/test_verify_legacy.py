@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install 'cliplint[verify]')")
+pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install '.[verify]')")
 
 from verified import verdicts  # noqa: E402
 

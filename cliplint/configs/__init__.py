@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..findings import Finding, ProbeKind
+from ..findings import Finding
 from ..names import CLIP_OPTIONS
+from ..probes import Config, payload
 from ..suppress import file_noqa, noqa_lines, suppressed
 from .readers import Tree, read_json, read_keras, read_toml, read_yaml
 
@@ -126,5 +127,4 @@ def _probe(mapping: dict, parent, name: str) -> dict:
         name = _optimizer_name(parent.get("class_name"))
     options = {("learning_rate" if k == "lr" else k): v for k, v in mapping.items()
                if isinstance(k, str) and isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
-    return {"kind": ProbeKind.CONFIG, "class_name": name if name != "?" else "SGD", "assumed_class": name == "?",
-            "options": options}
+    return payload(Config(name if name != "?" else "SGD", options, name == "?"))

@@ -14,16 +14,19 @@ import helpers and types from the submodule that owns them.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import libcst as cst
 
+from ..probes import Snippet
 from .constants import constant
 from .gradients import Gradients, GradList
 from .local import Binding, Dataflow
 from .nodes import ModuleIndex
 from .probabilities import Probabilities, Source
 from .snippets import snippet
+
+NO_SNIPPET = Snippet("")
 
 
 class Flow(Dataflow):
@@ -34,19 +37,15 @@ class Flow(Dataflow):
         self.probes = probes
         self.gradients = Gradients(self)
         self.probabilities = Probabilities(self)
-        self.snippet_nodes: Dict[int, cst.CSTNode] = {}  # id of a snippet dict -> the node it shows
 
     def constant(self, expr: Optional[cst.BaseExpression]):
         """The literal value an expression is known to hold, else `local.UNKNOWN`."""
         return constant(self, expr)
 
-    def snippet(self, node: cst.CSTNode) -> dict:
-        """The snippet for `node`, remembered with it so a fix can be replayed on the node itself."""
-        if not self.probes:
-            return {}
-        found = snippet(self, node)
-        self.snippet_nodes[id(found)] = node
-        return found
+    def snippet(self, node: cst.CSTNode) -> Snippet:
+        """The snippet for `node` (it carries the node: a fix is replayed on the node itself); an
+        empty one when the findings carry no probe."""
+        return snippet(self, node) if self.probes else NO_SNIPPET
 
     def gradient_list(self, expr: Optional[cst.BaseExpression]) -> Optional[GradList]:
         return self.gradients.gradient_list(expr)

@@ -8,18 +8,27 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from ..probes import Snippet
 from .constants import UNKNOWN, constant
 from .gradients import Gradients, GradList
 from .local import Dataflow
 from .nodes import walk
 
+PLAIN = (int, float, str, bool, type(None))
 
-def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
+
+def snippet(flow: Dataflow, node: cst.CSTNode) -> Snippet:
     """What the verifier needs to re-execute `node`: its source text, the imported names it
-    uses (canonical), and the literal values of the local names it uses."""
+    uses (canonical), the literal values of the local names it uses, and `values`: the values
+    the static analysis read for the attributes it uses (`FLAGS.clipnorm` -> the flag's default),
+    with `sources` saying where each value and constant came from, for the verdict's evidence."""
     imports: Dict[str, str] = {}
     constants: Dict[str, object] = {}
+    values: Dict[str, object] = {}
+    sources: Dict[str, str] = {}
     for sub in walk(node):
+        if isinstance(sub, cst.Attribute):
+            _attribute_value(flow, sub, values, sources)
         if not isinstance(sub, cst.Name) or sub.value in imports or sub.value in constants:
             continue
         qualified = flow.ctx.imports.qualify(sub)
@@ -27,9 +36,29 @@ def snippet(flow: Dataflow, node: cst.CSTNode) -> dict:
             imports[sub.value] = qualified
             continue
         value = constant(flow, sub)
-        if value is not UNKNOWN and isinstance(value, (int, float, str, bool, type(None), dict)):
+        if value is not UNKNOWN and isinstance(value, (*PLAIN, dict)):
             constants[sub.value] = value
-    return {"code": flow.ctx.text(node), "imports": imports, "constants": constants}
+            sources[sub.value] = _source(flow, sub)
+    return Snippet(flow.ctx.text(node), imports, constants, values, sources, node)
+
+
+def _attribute_value(flow: Dataflow, attribute: cst.Attribute, values: Dict[str, object],
+                     sources: Dict[str, str]) -> None:
+    """`args.clipnorm` / `FLAGS.clipnorm`: the flag default the rules folded it to."""
+    if not isinstance(attribute.value, cst.Name) or flow.ctx.imports.qualify(attribute.value) is not None:
+        return
+    value = constant(flow, attribute)
+    if value is not UNKNOWN and isinstance(value, PLAIN):
+        text = flow.ctx.text(attribute)
+        values[text] = value
+        sources[text] = f"the default of its command-line flag `{attribute.attr.value}`"
+
+
+def _source(flow: Dataflow, name: cst.Name) -> str:
+    binding = flow.binding_of(name)
+    if binding is not None and binding.kind == "param":
+        return "its parameter default"
+    return "its value in the file"
 
 
 def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> dict:
@@ -60,13 +89,32 @@ def loop_node(flow: Dataflow, owner: cst.CSTNode) -> cst.CSTNode:
     return owner
 
 
+def enclosing_for(flow: Dataflow, node: cst.CSTNode) -> Optional[cst.For]:
+    """The innermost `for` loop of the function around `node`: what a probe replays to show what
+    one statement of its body does to every element."""
+    for ancestor in flow.ctx.ancestors(node):
+        if isinstance(ancestor, cst.For):
+            return ancestor
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+            return None
+    return None
+
+
 def appended_lists(owner: cst.CSTNode) -> List[str]:
-    """Names of the lists a `for` loop appends to: the probe starts them empty."""
+    """Names of the lists a `for` loop appends to (`kept`, `self.clipped`): the probe starts them empty."""
     if not isinstance(owner, cst.For):
         return []
-    return sorted({sub.func.value.value for sub in walk(owner.body) if isinstance(sub, cst.Call)
+    return sorted({_receiver(sub.func.value) for sub in walk(owner.body) if isinstance(sub, cst.Call)
                    and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
-                   and isinstance(sub.func.value, cst.Name)})
+                   and _receiver(sub.func.value)})
+
+
+def _receiver(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+        return f"{node.value.value}.{node.attr.value}"
+    return ""
 
 
 def origin_name(flow: Dataflow, grads: GradList) -> Optional[str]:

@@ -8,10 +8,11 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts, callee
-from ..findings import SAFE, Fix, ProbeKind, Report
+from ..findings import SAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS
 from ..flow.nodes import arg
 from ..flow.snippets import origin_name
+from ..probes import NotUnpacked
 from . import Invalid, Rule
 
 CLIP = "tensorflow.clip_by_global_norm"
@@ -128,10 +129,10 @@ class ClipResultNotUnpacked(Rule):
             f"used as the gradient list: zip pairs the whole list with the first variable and the norm with the "
             f"second. It fails later with shape errors (or `bad operand type for unary -: 'list'`) that never "
             f"mention clipping. Unpack it: {fix}."),
-            probe={"kind": ProbeKind.NOT_UNPACKED,
-                   "statement": ctx.flow.snippet(assign) if assign is not None else None,
-                   "use": ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
-                   "gradients": (ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)
-                                 else origin_name(ctx.flow, grads) if grads else None)},
+            probe=NotUnpacked(
+                use=ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
+                statement=ctx.flow.snippet(assign) if assign is not None else None,
+                gradients=(ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)
+                           else origin_name(ctx.flow, grads) if grads else None)),
             fix=self._fix(ctx, call, assign, name))
 

@@ -10,11 +10,12 @@ from ..analysis import Context
 from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
 from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
-from ..flow.snippets import probe_roles
+from ..flow.snippets import appended_lists, enclosing_for, probe_roles
+from ..probes import Discarded, Name, Unused
 from . import Invalid, Rule
 
 
@@ -118,6 +119,19 @@ def _iteration(ctx: Context, assign: cst.Assign) -> cst.CSTNode:
         if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
             break
     return ctx.parent.get(ctx.parent.get(assign))
+
+
+def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> Discarded:
+    """What the verifier replays for a clip whose result is lost: the loop around it (or its own
+    statement) on stand-in gradients, then what is left of them: the iterated list, or the list
+    the unclipped `kept` tensor is appended to."""
+    loop = enclosing_for(ctx.flow, call)
+    statement = loop if loop is not None else ctx.parent.get(ctx.parent.get(call))
+    tensor = arg(call, 0, "t") or arg(call, 0, "t_list")
+    return Discarded(ctx.flow.snippet(statement), ctx.flow.snippet(call),
+                     tensor=Name(ctx.text(tensor)) if isinstance(tensor, cst.Name) else None,
+                     kept=Name(kept) if kept else None, appends=appended_lists(loop) if loop is not None else (),
+                     **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {}))
 
 
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
@@ -233,14 +247,16 @@ class ClippedGradientsUnused(Rule):
                 yield Report(call, (
                     f"the result of `{ctx.text(call.func)}(...)` is thrown away: TensorFlow ops return a new "
                     f"tensor and never change their input, so nothing is clipped and training runs unclipped. "
-                    f"Assign the result and use it (`g = {ctx.text(call.func)}(g, ...)`)."))
+                    f"Assign the result and use it (`g = {ctx.text(call.func)}(g, ...)`)."),
+                    probe=_discarded_probe(ctx, call, None))
                 continue
             kept = _clipped_but_original_kept(ctx, call)
             if kept is not None:
                 clipped, original = kept
                 yield Report(call, (
                     f"`{clipped}` holds the clipped tensor but is never used: `{original}`, the unclipped one, is "
-                    f"what is kept afterwards, so training runs unclipped with no error. Use `{clipped}`."))
+                    f"what is kept afterwards, so training runs unclipped with no error. Use `{clipped}`."),
+                    probe=_discarded_probe(ctx, call, original))
 
     @staticmethod
     def _clipped_is_applied(ctx: Context, assign: cst.Assign, clipped: str) -> bool:
@@ -270,9 +286,9 @@ class ClippedGradientsUnused(Rule):
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
             f"`{clipped}` (from `{line}`) is never applied, so training runs unclipped with no error. "
             f"Pass `{clipped}` instead."),
-            probe={"kind": ProbeKind.UNUSED, "clip": ctx.flow.snippet(assign), "applied": ctx.flow.snippet(applied),
-                   "threshold": ctx.flow.snippet(threshold) if threshold is not None else None,
-                   **roles, "gradients": source.value},
+            probe=Unused(ctx.flow.snippet(assign), ctx.flow.snippet(applied),
+                         ctx.flow.snippet(threshold) if threshold is not None else None,
+                         **{**roles, "gradients": Name(source.value)}),
             fix=self._fix(ctx, assign, apply, clipped, source))
 
     @staticmethod

@@ -8,10 +8,11 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import statement_line, without_keywords
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.optimizers import Options, set_options
 from ..names import CLIP_OPTIONS
+from ..probes import Attribute, Construct, LateAttribute
 from . import Invalid, Rule
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
@@ -150,7 +151,7 @@ class ConflictingClipOptions(Rule):
             options = set_options(ctx.flow, call)
             if options is not None and len(options) > 1:
                 yield Report(call, f"{construction_message(options)}.{self._flags_note(ctx, options)}",
-                             probe={"kind": ProbeKind.CONSTRUCT, "call": ctx.flow.snippet(call)},
+                             probe=Construct(ctx.flow.snippet(call)),
                              fix=self._construction_fix(ctx, call, options))
         for assign in ctx.nodes(cst.Assign):
             report = self._late_attribute(ctx, assign)
@@ -201,8 +202,7 @@ class ConflictingClipOptions(Rule):
             f"`{ctx.text(target)}` is set after the optimizer was built with `{next(iter(options))}`: "
             f"this never raises, and in Keras 3 and tf-keras only `{winner}` applies "
             f"(legacy optimizers apply both). Set exactly one clip option in the constructor."),
-            probe={"kind": ProbeKind.LATE_ATTRIBUTE, "call": ctx.flow.snippet(built),
-                   "attribute": late, "value": ctx.flow.snippet(assign.value)},
+            probe=LateAttribute(ctx.flow.snippet(built), Attribute(late), ctx.flow.snippet(assign.value)),
             fix=self._late_fix(ctx, assign, built, options, late, winner))
 
     @staticmethod

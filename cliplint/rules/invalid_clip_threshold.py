@@ -8,11 +8,12 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import ProbeKind, Report
+from ..findings import Report
 from ..flow.constants import UNKNOWN, ruled_out
 from ..flow.nodes import arg
 from ..flow.optimizers import passed_options
 from ..names import CLIP_OPTIONS
+from ..probes import OptimizerThreshold, TensorThreshold, ValueBounds
 from . import Invalid, Rule
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
@@ -84,7 +85,8 @@ def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
         node = node.operand
     if isinstance(node, ast.Constant):
         return _is_number(node) and node.value <= 0
-    return isinstance(node, ast.BinOp) or isinstance(node, ast.Name) and node.id in names
+    # `FLAGS.clipnorm` / `args.clip`: a command-line flag whose default may be <= 0
+    return isinstance(node, (ast.BinOp, ast.Attribute)) or isinstance(node, ast.Name) and node.id in names
 
 
 class InvalidClipThreshold(Rule):
@@ -180,7 +182,7 @@ class InvalidClipThreshold(Rule):
                     yield Report(call, (
                         f"`tf.clip_by_value` with minimum {low:g} above maximum {high:g}: it raises nothing and every "
                         f"element becomes {low:g}. Swap the bounds."),
-                        probe={"kind": ProbeKind.VALUE, "call": ctx.flow.snippet(call)})
+                        probe=ValueBounds(ctx.flow.snippet(call)))
 
     def _optimizer(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
         for option, node in (passed_options(ctx.flow, call) or {}).items():
@@ -197,7 +199,7 @@ class InvalidClipThreshold(Rule):
                 message = (f"`{option}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
                            f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
             anchor = ctx.parent.get(node) if isinstance(ctx.parent.get(node), cst.Arg) else node
-            yield Report(anchor, message, probe={"kind": ProbeKind.OPTIMIZER, "call": ctx.flow.snippet(call)})
+            yield Report(anchor, message, probe=OptimizerThreshold(ctx.flow.snippet(call)))
 
     @staticmethod
     def _tensor_clip(ctx: Context, call: cst.Call, function: str, value: float) -> Report:
@@ -206,4 +208,4 @@ class InvalidClipThreshold(Rule):
         else:
             effect = "leaves the gradients unchanged: nothing is clipped"
         return Report(call, f"`tf.{function}` with clip_norm {value:g} {effect}. Use a positive threshold.",
-                      probe={"kind": ProbeKind.TENSOR, "call": ctx.flow.snippet(call)})
+                      probe=TensorThreshold(ctx.flow.snippet(call)))

@@ -8,11 +8,12 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import negated, rebound_between, renamed_callee, spelled
 from ..facts import Facts
-from ..findings import SAFE, UNSAFE, Fix, ProbeKind, Report
+from ..findings import SAFE, UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import PROBABILITY_WORDS, SIGMOID, SOFTMAX
+from ..probes import LOG_OF, LogOf
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
@@ -241,11 +242,10 @@ class LogOfSoftmax(Rule):
         x = node.args[0].value
         return (cst.Arg(negated(x) if kind == "1-sigmoid" else x),)
 
-    def _probe(self, ctx: Context, call: cst.Call, source: Source) -> dict:
+    def _probe(self, ctx: Context, call: cst.Call, source: Source) -> LogOf:
         kind, node, padded, _ = source
         direct = isinstance(node, cst.Call) and ctx.call_name(node) in SOFTMAX | SIGMOID
-        return {"kind": ProbeKind(kind), "padded": padded, "log": ctx.flow.snippet(call),
-                "source": ctx.flow.snippet(node) if direct else None}
+        return LOG_OF[kind](ctx.flow.snippet(call), padded, ctx.flow.snippet(node) if direct else None)
 
     def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:
         parent = ctx.parent.get(call)

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import ProbeKind, Report
+from ..findings import Report
 from ..flow.formulas import (
     DIVIDES,
     NORMS,
@@ -28,6 +28,7 @@ from ..flow.formulas import (
 )
 from ..flow.nodes import arg, walk
 from ..names import SUMS
+from ..probes import NormAtZero
 from . import Invalid, Rule
 
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
@@ -110,8 +111,8 @@ class NanGradientAtZero(Rule):
                 continue
             kind, inner, base = found
             pair = base is not None
-            probe = {"kind": ProbeKind.NORM_AT_ZERO, "expr": ctx.flow.snippet(node),
-                     "inputs": self._inputs(ctx, node, inner, base), "pairwise": pair, "normalise": kind == "normalise"}
+            probe = NormAtZero(ctx.flow.snippet(node), tuple(self._inputs(ctx, node, inner, base)),
+                               pairwise=pair, normalise=kind == "normalise")
             yield Report(node, self._message(kind, pair), severity="error" if pair else "warning", probe=probe)
 
     def _finding(self, ctx: Context, node):

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterator, List, Optional
+from typing import Iterator, List, Optional, Type
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import ProbeKind, Report
+from ..findings import Report
 from ..flow.nodes import arg
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES
+from ..probes import AfterCompile, CallbackChange, OptimizerRebound, OptimizerReplaced, OptionChanged
 from . import Invalid, Rule
 
 
@@ -33,7 +34,7 @@ class Event:
     kind: str  # compile | train | reset | change
     model: str  # source text of the model expression
     node: cst.CSTNode
-    change: Optional[ProbeKind] = None  # OPTION | REPLACE | REBIND
+    change: Optional[Type[AfterCompile]] = None  # OptionChanged | OptimizerReplaced | OptimizerRebound
     option: str = ""
     optimizer: str = ""  # for compile: the name passed as optimizer
     eager: bool = False
@@ -166,18 +167,18 @@ class OptimizerChangedAfterCompile(Rule):
                 if target.attr.value in CLIP_OPTIONS:
                     yield from self._option_change(ctx, assign, target.value, target.attr.value)
                 elif target.attr.value == "optimizer":
-                    yield Event("change", ctx.text(target.value), assign, change=ProbeKind.REPLACE)
+                    yield Event("change", ctx.text(target.value), assign, change=OptimizerReplaced)
                 elif target.attr.value == "train_function":
                     yield Event("reset", ctx.text(target.value), assign)
             elif isinstance(target, cst.Name) and isinstance(assign.value, cst.Call) \
                     and ctx.call_name(assign.value) in OPTIMIZER_CLASSES:
-                yield Event("change", "", assign, change=ProbeKind.REBIND, optimizer=target.value)
+                yield Event("change", "", assign, change=OptimizerRebound, optimizer=target.value)
 
     def _option_change(self, ctx: Context, node, holder, option) -> Iterator[Event]:
         if isinstance(holder, cst.Attribute) and holder.attr.value == "optimizer":
-            yield Event("change", ctx.text(holder.value), node, change=ProbeKind.OPTION, option=option)
+            yield Event("change", ctx.text(holder.value), node, change=OptionChanged, option=option)
         elif isinstance(holder, cst.Name):
-            yield Event("change", "", node, change=ProbeKind.OPTION, option=option, optimizer=holder.value)
+            yield Event("change", "", node, change=OptionChanged, option=option, optimizer=holder.value)
 
     # --- ordering -----------------------------------------------------------------------
 
@@ -213,19 +214,19 @@ class OptimizerChangedAfterCompile(Rule):
             for loop in ctx.ancestors(change.node) if isinstance(loop, (cst.For, cst.While))
             for e in events)
         model = compiled.model
-        probe = {"kind": change.change, "trained_before": trained or in_loop, "option": change.option,
-                 "compile": ctx.flow.snippet(compiled.node), "change": ctx.flow.snippet(change.node)}
-        if change.change == ProbeKind.REBIND:
+        probe = (change.change or OptionChanged)(ctx.flow.snippet(change.node), trained or in_loop, change.option,
+                                                 ctx.flow.snippet(compiled.node))
+        if change.change is OptimizerRebound:
             if following is None:
                 return None
             return Report(change.node, (
                 f"`{change.optimizer}` is rebound to a new optimizer after `{model}.compile(...)` received "
                 f"the old one: the model never sees the new object, so its settings never apply. "
                 f"Pass it to `{model}.compile(optimizer=...)` again."), severity="error", probe=probe)
-        what = f"`{change.option}`" if change.change == ProbeKind.OPTION else f"`{model}.optimizer`"
+        what = f"`{change.option}`" if change.change is OptionChanged else f"`{model}.optimizer`"
         if trained or in_loop:
             effect = ("the traced train function keeps the old optimizer (the new one's `iterations` "
-                      "stays 0)" if change.change == ProbeKind.REPLACE else
+                      "stays 0)" if change.change is OptimizerReplaced else
                       "the train function traced by the first step keeps the old value")
             return Report(change.node, (
                 f"{what} is changed after `{model}.fit(...)` already ran: {effect}, so the change is "
@@ -265,5 +266,4 @@ class OptimizerChangedAfterCompile(Rule):
                 f"changing {what} in `{method.name.value}` is silently ignored: the train function was "
                 f"traced at the first step with the old setting. Set it before training (constructor or "
                 f"`on_train_begin`), or recompile."), severity="error",
-                probe={"kind": ProbeKind.CALLBACK, "trained_before": True, "option": target.attr.value,
-                 "change": ctx.flow.snippet(assign)})
+                probe=CallbackChange(ctx.flow.snippet(assign), trained_before=True, option=target.attr.value))

@@ -8,11 +8,12 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import renamed_callee
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
 from ..flow.gradients import applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
+from ..probes import PerTensor
 from . import Invalid, Rule
 
 
@@ -169,8 +170,7 @@ class PerTensorClipNorm(Rule):
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
                     + (f" The gradients come in through {', then '.join(element[0].via)}." if element[0].via else "")),
-                    probe={"kind": ProbeKind.PER_TENSOR, "loop": ctx.flow.snippet(loop_node(ctx.flow, owner)),
-                           "result": produced.value if isinstance(produced, cst.Name) else None,
-                           "appends": appended_lists(owner),
-                           "clip": ctx.flow.snippet(call), **probe_roles(ctx.flow.gradients, element[1].value)},
+                    probe=PerTensor(ctx.flow.snippet(loop_node(ctx.flow, owner)), ctx.flow.snippet(call),
+                                    produced.value if isinstance(produced, cst.Name) else None, appended_lists(owner),
+                                    **probe_roles(ctx.flow.gradients, element[1].value)),
                     fix=self._fix(ctx, call, owner))

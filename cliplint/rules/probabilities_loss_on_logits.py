@@ -7,9 +7,10 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
+from ..probes import ProbabilityLoss
 from . import Invalid, Rule
 
 PROBABILITY_LOSSES = ("BinaryCrossentropy", "CategoricalCrossentropy", "SparseCategoricalCrossentropy")
@@ -140,7 +141,7 @@ class ProbabilitiesLossOnLogits(Rule):
                 keyword=cst.Name("from_logits"), value=cst.Name("True"),
                 equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))))
             fix = Fix("add `from_logits=True` (the model outputs logits)", UNSAFE, ((constructor, fixed),))
-        probe = {"kind": ProbeKind.PROBABILITY_LOSS, "loss_class": loss_class}
+        probe = ProbabilityLoss(loss_class)
         yield Report(at if at is not None else loss, message, probe=probe, fix=fix)
 
     @staticmethod

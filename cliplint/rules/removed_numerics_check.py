@@ -8,8 +8,9 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import spelled
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..names import dotted_name
+from ..probes import Numerics
 from . import Invalid, Rule
 
 DISABLES_EAGER = {"tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"}
@@ -100,7 +101,7 @@ class RemovedNumericsCheck(Rule):
                     "inside a `tf.function` it only covers ops created before the call, so placed first it "
                     "checks nothing")
             yield Report(call, f"`{spelled_as}()` {what}. Call `tf.debugging.enable_check_numerics()` once instead.",
-                         probe={"kind": ProbeKind.NUMERICS, "call": ctx.flow.snippet(call)}, fix=self._fix(ctx, call))
+                         probe=Numerics(ctx.flow.snippet(call)), fix=self._fix(ctx, call))
 
     @staticmethod
     def _fix(ctx: Context, call: cst.Call) -> Optional[Fix]:

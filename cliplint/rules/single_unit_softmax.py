@@ -7,10 +7,11 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg
 from ..flow.probabilities import activation_of
 from ..names import SEQUENTIAL, SOFTMAX
+from ..probes import SingleUnit
 from . import Invalid, Rule
 
 MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (measured: 0.99999994), so the "
@@ -73,14 +74,14 @@ class SingleUnitSoftmax(Rule):
             elif name in SEQUENTIAL:
                 yield from self._sequential(ctx, call)
             elif self._softmax_of_one_unit(ctx, call):
-                yield Report(call, MESSAGE, probe={"kind": ProbeKind.SINGLE_UNIT})
+                yield Report(call, MESSAGE, probe=SingleUnit())
 
     @staticmethod
     def _one_unit(ctx: Context, dense: cst.Call) -> bool:
         return ctx.flow.constant(arg(dense, 0, "units")) == 1
 
-    def _probe(self, ctx: Context, layer: cst.Call) -> dict:
-        return {"kind": ProbeKind.SINGLE_UNIT, "layer": ctx.flow.snippet(layer)}
+    def _probe(self, ctx: Context, layer: cst.Call) -> SingleUnit:
+        return SingleUnit(ctx.flow.snippet(layer))
 
     def _sequential(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
         """`Sequential([..., Dense(1), Activation("softmax")])`."""
@@ -94,7 +95,7 @@ class SingleUnitSoftmax(Rule):
                     and activation_of(ctx.flow, before) is None \
                     and ctx.call_name(after) in ("keras.layers.Activation", "keras.layers.Softmax") \
                     and activation_of(ctx.flow, after) == "softmax":
-                yield Report(after, MESSAGE, probe={"kind": ProbeKind.SINGLE_UNIT})
+                yield Report(after, MESSAGE, probe=SingleUnit())
 
     def _softmax_of_one_unit(self, ctx: Context, call: cst.Call) -> bool:
         """`tf.nn.softmax(Dense(1)(h))` over the last axis, or `Softmax()(...)` of it."""

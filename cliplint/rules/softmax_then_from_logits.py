@@ -8,9 +8,10 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import without_keywords
 from ..facts import Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg, walk
 from ..names import PROBABILITY_WORDS
+from ..probes import FROM_LOGITS
 from . import Invalid, Rule
 
 LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (
@@ -223,7 +224,7 @@ class SoftmaxThenFromLogits(Rule):
                 instead = "Make the last layer linear"
             message = (f"the loss applies {kind} itself (`from_logits=True`), but {what} already went through "
                        f"{kind} {where}: {twice} {instead}, or drop `from_logits=True`.")
-        return Report(node, message, probe={"kind": ProbeKind(kind), **probe}, fix=self._fix(ctx, node))
+        return Report(node, message, probe=FROM_LOGITS[kind](**probe), fix=self._fix(ctx, node))
 
     @staticmethod
     def _fix(ctx: Context, loss) -> Optional[Fix]:

@@ -8,10 +8,11 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import rebound_between, statement_line
 from ..facts import GRADIENT_CALLS, Facts
-from ..findings import UNSAFE, Fix, ProbeKind, Report
+from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
+from ..probes import Misaligned, NoneUnsafe
 from . import Invalid, Rule
 
 
@@ -183,8 +184,8 @@ class UnfilteredNoneGradients(Rule):
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
-                probe={"kind": ProbeKind.NONE_UNSAFE, "loop": ctx.flow.snippet(loop_node(ctx.flow, binding.owner)),
-                 "appends": appended_lists(binding.owner), **probe_roles(ctx.flow.gradients, binding.value)})
+                probe=NoneUnsafe(ctx.flow.snippet(loop_node(ctx.flow, binding.owner)), appended_lists(binding.owner),
+                                 **probe_roles(ctx.flow.gradients, binding.value)))
 
     @staticmethod
     def _of_variables(ctx: Context, grads: GradList) -> bool:
@@ -220,10 +221,9 @@ class UnfilteredNoneGradients(Rule):
                 f"{side}: after the first removed entry each gradient is paired with the wrong variable, and "
                 f"with matching or broadcastable shapes this trains silently wrong (no error, no warning). "
                 f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
-                severity="error", probe={"kind": ProbeKind.MISALIGNED, "zip": ctx.flow.snippet(call),
-                          "statements": [ctx.flow.snippet(s) for s in self._statements(ctx, call)],
-                          "gradients": origin_name(ctx.flow, grads), "variables": ctx.text(grads.sources)
-                          if grads.sources is not None else None},
+                severity="error", probe=Misaligned(
+                    ctx.flow.snippet(call), tuple(ctx.flow.snippet(s) for s in self._statements(ctx, call)),
+                    origin_name(ctx.flow, grads), ctx.text(grads.sources) if grads.sources is not None else None),
                 fix=self._pairs_fix(ctx, call))
 
     @staticmethod

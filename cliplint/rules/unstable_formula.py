@@ -8,31 +8,32 @@ import libcst as cst
 from ..analysis import Context
 from ..edits import parenthesized, spelled
 from ..facts import Facts
-from ..findings import SAFE, Fix, ProbeKind, Report
+from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed, through
 from ..flow.nodes import arg, walk
 from ..names import EXP, SUMS
+from ..probes import FORMULAS, LogSumExp, Softplus, SqrtExp, UnstableSoftmax
 from . import Invalid, Rule
 
 # kind -> (the stable form's canonical names, preferred first; how the message names it)
 STABLE = {
-    ProbeKind.UNSTABLE_SOFTMAX: (("tensorflow.nn.softmax", "keras.ops.softmax"), "tf.nn.softmax(x, axis)"),
-    ProbeKind.LOGSUMEXP: (("tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp"),
+    UnstableSoftmax.kind: (("tensorflow.nn.softmax", "keras.ops.softmax"), "tf.nn.softmax(x, axis)"),
+    LogSumExp.kind: (("tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp"),
                           "tf.reduce_logsumexp(x, axis)"),
-    ProbeKind.SOFTPLUS: (("tensorflow.nn.softplus", "tensorflow.math.softplus", "keras.ops.softplus"),
+    Softplus.kind: (("tensorflow.nn.softplus", "tensorflow.math.softplus", "keras.ops.softplus"),
                          "tf.nn.softplus(x)"),
-    ProbeKind.SQRT_EXP: (("tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"),
+    SqrtExp.kind: (("tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"),
                          "tf.exp(0.5 * x)"),
 }
 MESSAGES = {
-    ProbeKind.UNSTABLE_SOFTMAX: "a softmax written out without subtracting the max: `exp` overflows in float32 once "
+    UnstableSoftmax.kind: "a softmax written out without subtracting the max: `exp` overflows in float32 once "
                                 "an input passes about 88, and the value and the gradient become NaN (inf / inf).",
-    ProbeKind.LOGSUMEXP: "log-sum-exp written out: `exp` overflows in float32 once an input passes about 88, giving "
+    LogSumExp.kind: "log-sum-exp written out: `exp` overflows in float32 once an input passes about 88, giving "
                          "inf and a NaN gradient.",
-    ProbeKind.SOFTPLUS: "softplus written out: `exp` overflows in float32 once the input passes about 88, giving inf "
+    Softplus.kind: "softplus written out: `exp` overflows in float32 once the input passes about 88, giving inf "
                         "and a NaN gradient.",
-    ProbeKind.SQRT_EXP: "`sqrt(exp(x))` (a standard deviation from a log-variance): `exp` overflows in float32 once "
+    SqrtExp.kind: "`sqrt(exp(x))` (a standard deviation from a log-variance): `exp` overflows in float32 once "
                         "the input passes about 88, giving inf and a NaN gradient.",
 }
 
@@ -140,7 +141,7 @@ class UnstableFormula(Rule):
             kind, exp_call = found
             if bounded_above(ctx.flow, arg(exp_call, 0, "x")) or self._custom_gradient(ctx, node):
                 continue
-            severity = "error" if kind in (ProbeKind.UNSTABLE_SOFTMAX, ProbeKind.LOGSUMEXP) else "warning"
+            severity = "error" if kind in (UnstableSoftmax.kind, LogSumExp.kind) else "warning"
             message = f"{MESSAGES[kind]} Use `{STABLE[kind][1]}`."
             yield Report(node, message, severity=severity, probe=self._probe(ctx, node, kind, exp_call),
                          fix=self._fix(ctx, node, kind, exp_call))
@@ -152,7 +153,7 @@ class UnstableFormula(Rule):
             ctx.qualify(d.decorator) == "tensorflow.custom_gradient" for d in outer.decorators)
             for outer in ctx.ancestors(node))
 
-    def _formula(self, ctx: Context, node) -> Optional[Tuple[ProbeKind, cst.Call]]:
+    def _formula(self, ctx: Context, node) -> Optional[Tuple[str, cst.Call]]:
         """(kind, the exp call that overflows) when `node` is one of the formulas."""
         flow = ctx.flow
         if isinstance(node, cst.BinaryOperation):
@@ -160,7 +161,7 @@ class UnstableFormula(Rule):
                 return self._softmax(ctx, node.left, node.right)
             if isinstance(node.operator, cst.Power) and flow.constant(node.right) == 0.5:
                 exp_call = exp_of(flow, node.left)
-                return (ProbeKind.SQRT_EXP, exp_call) if exp_call is not None and exp_call is through(
+                return (SqrtExp.kind, exp_call) if exp_call is not None and exp_call is through(
                     flow, node.left) else None
             return None
         name = ctx.call_name(node)
@@ -172,21 +173,21 @@ class UnstableFormula(Rule):
         value = through(flow, inner)
         if name in SQRTS:
             exp_call = self._exp_itself(ctx, value)
-            return (ProbeKind.SQRT_EXP, exp_call) if exp_call is not None else None
+            return (SqrtExp.kind, exp_call) if exp_call is not None else None
         if name in LOG1P:
             exp_call = self._exp_itself(ctx, value)
-            return (ProbeKind.SOFTPLUS, exp_call) if exp_call is not None else None
+            return (Softplus.kind, exp_call) if exp_call is not None else None
         if name not in LOGS:
             return None
         total = summed(flow, value)
         if total is not None:
             exp_call = exp_of(flow, total.args[0].value)
-            return (ProbeKind.LOGSUMEXP, exp_call) if exp_call is not None else None
+            return (LogSumExp.kind, exp_call) if exp_call is not None else None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for one, other in ((value.left, value.right), (value.right, value.left)):
                 if flow.constant(one) == 1:
                     exp_call = self._exp_itself(ctx, through(flow, other))
-                    return (ProbeKind.SOFTPLUS, exp_call) if exp_call is not None else None
+                    return (Softplus.kind, exp_call) if exp_call is not None else None
         return None
 
     @staticmethod
@@ -194,16 +195,16 @@ class UnstableFormula(Rule):
         return value if isinstance(value, cst.Call) and exp_of(ctx.flow, value) is value else None
 
     @staticmethod
-    def _softmax(ctx: Context, top, bottom) -> Optional[Tuple[ProbeKind, cst.Call]]:
+    def _softmax(ctx: Context, top, bottom) -> Optional[Tuple[str, cst.Call]]:
         flow = ctx.flow
         if top is None or bottom is None:
             return None
         exp_call, total = exp_of(flow, top), summed(flow, bottom)
         if exp_call is None or total is None or exp_of(flow, total.args[0].value) is None:
             return None
-        return ProbeKind.UNSTABLE_SOFTMAX, exp_call
+        return UnstableSoftmax.kind, exp_call
 
-    def _probe(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> dict:
+    def _probe(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> dict:
         """The user's expression with the exp's input stood in by [100, 0]: the value the exp is
         taken of (`scores` in `exp(scores / t)`, the rest of the argument as written); when the
         exp is reached through a name (`e = tf.exp(x)`), that name is bound to exp of the stand-in."""
@@ -214,8 +215,7 @@ class UnstableFormula(Rule):
         else:
             held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
             exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
-        probe = {"kind": kind, "expr": ctx.flow.snippet(node), "inputs": inputs, "exp_inputs": exp_inputs}
-        return {key: value for key, value in probe.items() if value != []}
+        return FORMULAS[kind](ctx.flow.snippet(node), tuple(inputs), tuple(exp_inputs))
 
     @staticmethod
     def _variable(ctx: Context, argument: cst.BaseExpression) -> cst.BaseExpression:
@@ -228,19 +228,19 @@ class UnstableFormula(Rule):
                 return sub
         return argument
 
-    def _fix(self, ctx: Context, node, kind: ProbeKind, exp_call: cst.Call) -> Optional[Fix]:
+    def _fix(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> Optional[Fix]:
         if not ctx.encloses(node, exp_call) or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
             return None
         x = exp_call.args[0].value
-        func = exp_call.func if kind == ProbeKind.SQRT_EXP else spelled(ctx.imports, STABLE[kind][0])
+        func = exp_call.func if kind == SqrtExp.kind else spelled(ctx.imports, STABLE[kind][0])
         if func is None:
             return None
-        if kind == ProbeKind.SQRT_EXP:
+        if kind == SqrtExp.kind:
             half = cst.BinaryOperation(cst.Float("0.5"), cst.Multiply(), parenthesized(x))
             fixed = cst.Call(func=func, args=(cst.Arg(half),))
-        elif kind == ProbeKind.SOFTPLUS:
+        elif kind == Softplus.kind:
             fixed = cst.Call(func=func, args=(cst.Arg(x),))
-        elif kind == ProbeKind.LOGSUMEXP:
+        elif kind == LogSumExp.kind:
             fixed = self._reduced(ctx, node, func, x)
         else:
             fixed = self._softmax_fix(ctx, node, func, x)

@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
-from ..findings import SAFE, Fix, ProbeKind, Report
+from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.formulas import (
     DIVIDES,
@@ -22,6 +22,7 @@ from ..flow.formulas import (
     through,
 )
 from ..flow.nodes import arg, walk
+from ..probes import WhereGradient
 from . import Invalid, Rule
 
 WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
@@ -125,11 +126,11 @@ class WhereNanGradient(Rule):
                        f"0 * inf = nan (measured: `tf.where(v > 0, log(v), 0)` at 0 has gradient NaN). Use the double "
                        f"where (`{ctx.text(x)}` replaced by `where(cond, {ctx.text(x)}, 1.0)` inside), "
                        f"`tf.math.xlogy` or `tf.math.divide_no_nan`.")
-            probe = {"kind": ProbeKind.WHERE_GRADIENT, "expr": ctx.flow.snippet(call),
-                     "inputs": [ctx.flow.snippet(compared)], "at_one": ctx.call_name(singular) in ARC_FUNCTIONS}
             assign = ctx.parent.get(ctx.flow.value_of(held)) if held is not None else None
-            if isinstance(assign, cst.Assign):  # the name holding the singular value: replayed first
-                probe["setup"] = ctx.flow.snippet(assign)
+            probe = WhereGradient(ctx.flow.snippet(call), (ctx.flow.snippet(compared),),
+                                  # the name holding the singular value: replayed first
+                                  setup=ctx.flow.snippet(assign) if isinstance(assign, cst.Assign) else None,
+                                  at_one=ctx.call_name(singular) in ARC_FUNCTIONS)
             yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x) if held is None else None)
 
     def _masked(self, ctx: Context, where: cst.Call) -> Optional[tuple]:

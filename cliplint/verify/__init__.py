@@ -52,7 +52,8 @@ LAYERS_OFF_HOOK = "CLIPLINT_TEST_ONLY_LAYERS_OFF"
 def require_tensorflow() -> None:
     if importlib.util.find_spec("tensorflow") is None:
         raise ConfigError("--verify needs TensorFlow, which is not installed here: "
-                          "pip install 'cliplint[verify]' (installs tensorflow-cpu)")
+                          "install cliplint's verify extra (in a clone: pip install '.[verify]'; from git: "
+                          "pip install 'cliplint[verify] @ git+URL'; see the README's Install)")
 
 
 def layer1_off() -> bool:

@@ -8,9 +8,15 @@ linted file's imports, to exactly one of these (spellings of Keras are folded: `
 `compat.v1` is *not* folded: a TF 1 name is allowed only when it is listed here by its own full
 name, one line each (`tensorflow.compat.v1.log`), so nothing becomes reachable through it by
 accident. Review every addition against the rule above; `tests/test_redteam.py` is the check.
+
+Besides the hand-reviewed lists below, `data/pure_tensorflow.txt` lists the pure math and array
+functions derived by tracing (`derive.py`: every op of their graph stateless and without files,
+strings or handles, by TensorFlow's op registry), under each spelling that names the same object.
+`tensorflow.compat.v2.X` is TF 2's own `tensorflow.X` and is folded onto it.
 """
 from __future__ import annotations
 
+import os
 import unicodedata
 
 from ..findings import CLIP_OPTIONS
@@ -18,7 +24,7 @@ from ..findings import CLIP_OPTIONS
 # Pure-computation TensorFlow symbols the probes need (math, nn, clip, reduce, tensors, dtypes).
 _TENSORFLOW = """
     abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant
-    convert_to_tensor divide exp expand_dims fill gather GradientTape identity matmul maximum minimum
+    convert_to_tensor divide exp expand_dims fill gather GradientTape identity IndexedSlices matmul maximum minimum
     multiply negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min
     reduce_sum reshape sigmoid sqrt square squeeze stack stop_gradient subtract tanh Variable where
     zeros zeros_like float16 float32 float64 bfloat16 int32 int64 bool
@@ -41,7 +47,7 @@ _TENSORFLOW = """
 # Only computation: no `gfile`, `py_func`, `Session`, `train.Saver`, summaries or queues.
 _TENSORFLOW_COMPAT_V1 = """
     abs add argmax cast clip_by_global_norm clip_by_norm clip_by_value concat constant convert_to_tensor
-    div divide exp expand_dims fill gather identity log log1p log_sigmoid matmul maximum minimum multiply
+    IndexedSlices div divide exp expand_dims fill gather identity log log1p log_sigmoid matmul maximum minimum multiply
     negative one_hot ones ones_like reduce_logsumexp reduce_max reduce_mean reduce_min reduce_sum reshape
     sigmoid sqrt square squared_difference squeeze stack stop_gradient subtract tanh to_float where zeros
     zeros_like float16 float32 float64 int32 int64 bool
@@ -100,7 +106,17 @@ def _entries(root: str, names: str) -> frozenset:
     return frozenset(f"{root}.{name}" for name in names.split())
 
 
-SYMBOLS = (_entries("tensorflow", _TENSORFLOW) | _entries("tensorflow.compat.v1", _TENSORFLOW_COMPAT_V1)
+DERIVED_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                            "pure_tensorflow.txt")
+
+
+def derived() -> frozenset:
+    """The pure functions `derive.py` admitted (one fully qualified name a line, `#` comments)."""
+    with open(DERIVED_FILE, encoding="utf-8") as listed:
+        return frozenset(line.strip() for line in listed if line.strip() and not line.startswith("#"))
+
+
+SYMBOLS = derived() | (_entries("tensorflow", _TENSORFLOW) | _entries("tensorflow.compat.v1", _TENSORFLOW_COMPAT_V1)
            | _entries("keras", _KERAS) | _entries("numpy", _NUMPY) | frozenset(SHIMS.values()))
 
 # What standalone Keras 3 still has in `keras.backend` (of the allowlisted backend functions).
@@ -117,7 +133,7 @@ LEGACY_OPTIMIZER_KEYWORDS = {"lr": "learning_rate", "decay": None}
 ATTRIBUTES = frozenset("""
     trainable_variables trainable_weights variables weights non_trainable_variables non_trainable_weights
     optimizer model clipnorm clipvalue global_clipnorm learning_rate append apply_gradients apply
-    shape dtype
+    shape dtype name values indices dense_shape
 """.split())
 # Attributes a snippet may assign (the CL001/CL002 changes under test).
 SETTABLE = frozenset({*CLIP_OPTIONS, "learning_rate", "optimizer"})
@@ -140,11 +156,17 @@ STRINGS = frozenset("""
     from_logits axis reduction
 """.split())
 
-# Keyword arguments that never matter to a probe: dropped whatever their value.
-DROPPED_KEYWORDS = frozenset({"name"})
+# Keyword arguments that never matter to a probe: dropped whatever their value. Metrics are only
+# computed and reported, `verbose` only prints, names and summaries only label.
+# `global_step=` (TF 1's apply_gradients) only counts steps.
+DROPPED_KEYWORDS = frozenset({"name", "metrics", "weighted_metrics", "verbose", "summary", "summaries",
+                              "display_name", "log_dir", "global_step"})
+# What `float(...)` may parse: the special values real code writes as strings.
+FLOAT_STRINGS = frozenset({"inf", "+inf", "-inf", "infinity", "-infinity", "nan"})
 
 # Spellings of the Keras namespace, folded onto `keras.` (the flavour the worker runs).
 _KERAS_SPELLINGS = ("tensorflow.keras.", "tf_keras.", "keras.api._v2.keras.", "keras._tf_keras.keras.")
+_TF2 = "tensorflow.compat.v2."  # the very module `tensorflow` is in TF 2
 
 
 def identifier(text: str) -> str:
@@ -157,6 +179,8 @@ def entry(qualified: str) -> str:
     qualified = identifier(qualified)
     if qualified in ("tensorflow.keras", "tf_keras"):
         return "keras"
+    if qualified.startswith(_TF2):
+        qualified = "tensorflow." + qualified[len(_TF2):]
     for spelling in _KERAS_SPELLINGS:
         if qualified.startswith(spelling):
             return "keras." + qualified[len(spelling):]

@@ -1,18 +1,17 @@
-"""What is sent to the worker for one finding: every snippet rebuilt by layer 1, every other field
-checked for its shape, or the reason the finding is `skipped`."""
+"""What is sent to the worker for one finding: the payload read back into its probe class
+(`cliplint.probes`), then each field prepared by its type: every snippet rebuilt by layer 1, every
+name checked to be a dotted chain of public names, every other field checked for its shape; or the
+reason the finding is `skipped`."""
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Union
 
+from ..probes import STAND_IN, Attribute, Malformed, Name, Options, Probe, Snippet, field_types, parse, shape
 from .allowlist import SETTABLE, identifier
 from .rebuild import Refused, rebuild
 
-# Snippets a probe can do without: when layer 1 refuses one, the probe stands in for its value
-# (CL004: the softmax/sigmoid of stand-in logits for a producer built with `slim` or a model).
-OPTIONAL_SNIPPETS = {"source": "the probabilities' producer `{}` is not run ({}): the {} of stand-in logits stands in "
-                               "for its output"}
-# Fields the probes parse as a name or a `name.attribute` to bind their stand-ins to; never run.
-NAME_FIELDS = ("gradients", "variables", "result")
+ENVELOPE = ("rule", "fixed")  # set around the probe's own fields: its rule, and a fix's replay
 
 
 def prepare(probe: dict, unchecked: bool = False) -> Union[dict, str]:
@@ -20,56 +19,56 @@ def prepare(probe: dict, unchecked: bool = False) -> Union[dict, str]:
     hook) sends the snippets as written."""
     if unchecked:
         return probe
-    prepared: dict = {"notes": []}
     try:
-        for field, value in probe.items():
-            prepared[field] = _optional(field, value, probe, prepared["notes"])
+        typed = parse(str(probe.get("rule")), {k: v for k, v in probe.items() if k not in ENVELOPE})
+    except (Malformed, TypeError) as malformed:
+        return f"it uses {malformed}"
+    notes: list = []
+    prepared: dict = {"kind": typed.kind, **{k: probe[k] for k in ENVELOPE if k in probe}}
+    try:
+        for declared, hint in _fields(typed):
+            value = _prepared(typed, declared, hint, notes)
+            if value is not None:  # an absent field, as the probe functions read it (`"compile" in probe`)
+                prepared[declared.name] = value
     except Refused as refusal:
         return f"it uses {refusal}"
-    prepared["notes"] = list(dict.fromkeys(prepared["notes"]))
+    prepared["notes"] = list(dict.fromkeys(notes))
     return prepared
 
 
-def _optional(field: str, value, probe: dict, notes: list):
+def _fields(typed: Probe):
+    hints = field_types(type(typed))
+    return [(declared, hints[declared.name]) for declared in fields(typed)]
+
+
+def _prepared(typed: Probe, declared, hint, notes: list):
+    value = getattr(typed, declared.name)
+    item, _, many = shape(hint)
     try:
-        return _field(field, value, notes)
+        if many:
+            return [_item(item, v, notes) for v in value]
+        return None if value is None else _item(item, value, notes)
     except Refused as refusal:
-        if field not in OPTIONAL_SNIPPETS or not _is_snippet(value):
+        note = declared.metadata.get(STAND_IN)
+        if note is None:
             raise
-        code = " ".join(str(value["code"]).split())
-        kind = str(probe.get("kind", "")).replace("1-", "")
-        notes.append(OPTIONAL_SNIPPETS[field].format(code[:60], f"it uses {refusal}", kind))
+        code = " ".join(value.code.split())[:60]
+        notes.append(note.format(code=code, refusal=f"it uses {refusal}", activation=typed.kind.replace("1-", "")))
         return None
 
 
-def _field(field: str, value, notes: list):
-    if _is_snippet(value):
-        return _snippet(value, notes)
-    if isinstance(value, list) and value and all(_is_snippet(v) for v in value):
-        return [_snippet(v, notes) for v in value]
-    if field in NAME_FIELDS and value is not None:
+def _item(item, value, notes: list):
+    if item is Snippet:
+        rebuilt = rebuild(value.wire())
+        notes.extend(rebuilt.pop("notes"))
+        return rebuilt
+    if item is Name:
         return _dotted(value)
-    if field == "appends":
-        return [_dotted(name) for name in value if "." not in name]
-    if field == "attribute" and value not in SETTABLE:
+    if item is Attribute and value not in SETTABLE:
         raise Refused(f"a change of the attribute `{value}`")
-    if field == "options":  # a config file's optimizer options: numbers only
+    if item is Options:  # a config file's optimizer options: numbers only
         return {k: v for k, v in value.items() if _dotted(k) and isinstance(v, (int, float, bool, type(None)))}
-    if field == "class_name":
-        return _dotted(value)
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise Refused(f"an unexpected `{field}` field")
-
-
-def _is_snippet(value) -> bool:
-    return isinstance(value, dict) and "code" in value
-
-
-def _snippet(snippet: dict, notes: list) -> dict:
-    rebuilt = rebuild(snippet)
-    notes.extend(rebuilt.pop("notes"))
-    return rebuilt
+    return value
 
 
 def _dotted(text) -> str:

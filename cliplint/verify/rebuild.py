@@ -30,6 +30,7 @@ from .allowlist import (
     ATTRIBUTES,
     BUILTINS,
     DROPPED_KEYWORDS,
+    FLOAT_STRINGS,
     LEGACY_OPTIMIZER_KEYWORDS,
     SETTABLE,
     SHIM_NOTES,
@@ -87,9 +88,10 @@ def dotted(node: ast.AST) -> Optional[List[str]]:
 class Rebuilder(ast.NodeTransformer):
     """One snippet's rebuild; collects the symbols, stand-ins and notes it introduced."""
 
-    def __init__(self, imports: Dict[str, str], bound: frozenset) -> None:
+    def __init__(self, imports: Dict[str, str], bound: frozenset, values: Optional[Dict[str, object]] = None) -> None:
         self.imports = {identifier(k): v for k, v in imports.items()}
         self.bound = bound  # names the snippet itself assigns (or its comprehensions bind)
+        self.values = values or {}  # attribute chains the static analysis read a value for
         self.symbols: Dict[str, str] = {}
         self.written: Dict[str, str] = {}  # synthetic name -> the chain as the user wrote it
         self.stand_ins: Dict[str, str] = {}
@@ -119,8 +121,43 @@ class Rebuilder(ast.NodeTransformer):
             return self._symbol(node, [name])
         return node  # a pure builtin, or a name the snippet binds or the probe stands in for
 
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        """A string only compared (`"kernel" in v.name`, `mode == "train"`) can reach no function:
+        any string may be an operand; everything else is rebuilt as usual."""
+        operands = [node.left, *node.comparators]
+        if any(isinstance(o, ast.Attribute) and o.attr == "name" for o in operands):
+            return self._name_filter(node)
+        rebuilt = [o if isinstance(o, ast.Constant) and isinstance(o.value, str) and len(o.value) <= MAX_SHOWN
+                   else self.visit(o) for o in operands]
+        node.left, node.comparators = rebuilt[0], rebuilt[1:]
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        """`self.params["clip_norm"]`, `config["lr"]` on a name the snippet does not define: a
+        stand-in like an unknown attribute (the key is never run)."""
+        chain = dotted(node.value)
+        key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        if chain and chain[0] not in self.bound and chain[0] not in self.imports and isinstance(key, str) \
+                and key.isidentifier() and not key.startswith("_") and isinstance(node.ctx, ast.Load):
+            text = ".".join(chain) + f"[{key!r}]"
+            name = stand_in_name(".".join([*chain, key]))
+            self.stand_ins[name] = text
+            return ast.copy_location(ast.Name(name, ast.Load()), node)
+        return self.generic_visit(node)
+
+    def _name_filter(self, node: ast.Compare) -> ast.AST:
+        """`"kernel" in v.name`: the stand-in variables have names of their own, so the filter is a
+        stand-in that passes every one (a placeholder: the probe cannot then say not-reproduced)."""
+        names = [ast.unparse(o) for o in [node.left, *node.comparators] if isinstance(o, ast.Attribute)]
+        text = f"a name filter on {shown(names[0])}"  # not the strings it compares: they are the file's text
+        name = stand_in_name(f"name_filter_{len(self.stand_ins)}")
+        self.stand_ins[name] = text
+        return ast.copy_location(ast.Name(name, ast.Load()), node)
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         called = node.func.id if isinstance(node.func, ast.Name) else None
+        if called == "float" and called not in self.bound and _float_string(node):
+            return ast.copy_location(ast.Constant(float(node.args[0].value)), node)
         if called and called not in self.bound and called not in BUILTINS and hasattr(builtins, called):
             raise Refused(f"the builtin `{called}`")
         kept = [kw for kw in node.keywords if kw.arg not in DROPPED_KEYWORDS]
@@ -161,7 +198,7 @@ class Rebuilder(ast.NodeTransformer):
         if chain and chain[0] in self.imports:
             return self._symbol(node, chain)
         if chain and chain[0] not in self.bound:
-            return self._unknown_chain(node, chain)
+            return self._known_chain(node, chain) or self._unknown_chain(node, chain)
         node = self.generic_visit(node)  # what it is read from first: `os.popen(...).read` names `os.popen`
         if node.attr not in ATTRIBUTES:
             raise Refused(f"the attribute `.{node.attr}`")
@@ -171,6 +208,11 @@ class Rebuilder(ast.NodeTransformer):
         """Assigning an attribute: only a clip option, learning rate or optimizer, and only on
         what the probe provides (a name the snippet does not define): never on a library object,
         which would change every later probe."""
+        if node.attr not in SETTABLE and chain and len(chain) == 2 and chain[0] not in self.imports \
+                and chain[0] not in self.bound:  # `self.train_op = ...`: a local stand-in name, nothing mutated
+            name = stand_in_name(".".join(chain))
+            self.stand_ins[name] = ".".join(chain)
+            return ast.copy_location(ast.Name(name, ast.Store()), node)
         if node.attr not in SETTABLE:
             raise Refused(f"assigning the attribute `.{node.attr}`")
         if not chain or chain[0] in self.imports or chain[0] in self.bound:
@@ -218,6 +260,17 @@ class Rebuilder(ast.NodeTransformer):
         also = f" ({qualified})" if qualified != written else ""
         raise Refused(f"`{shown(written)}`{also}, which is not on the verifier's allowlist")
 
+    def _known_chain(self, node: ast.Attribute, chain: List[str]) -> Optional[ast.AST]:
+        """`FLAGS.clipnorm` with a flag default the static analysis read: a stand-in the worker
+        binds to that value (the one the finding is about), not to a placeholder."""
+        for cut in range(len(chain), 1, -1):
+            text = ".".join(chain[:cut])
+            if text in self.values:
+                name = stand_in_name(text)
+                self.stand_ins[name] = text
+                return _chain(name, chain[cut:], node)
+        return None
+
     def _unknown_chain(self, node: ast.Attribute, chain: List[str]) -> ast.AST:
         """`args.lr`: allowed attributes stay (the probe binds them); at the first other one the
         chain so far becomes a stand-in."""
@@ -228,6 +281,12 @@ class Rebuilder(ast.NodeTransformer):
                 self.stand_ins[name] = text
                 return _chain(name, chain[cut + 1:], node)
         return node
+
+
+def _float_string(call: ast.Call) -> bool:
+    """`float("inf")`: a special value spelled as a string, folded to the number."""
+    return len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Constant) \
+        and isinstance(call.args[0].value, str) and call.args[0].value.strip().lower() in FLOAT_STRINGS
 
 
 def _chain(name: str, attributes: List[str], like: ast.AST) -> ast.AST:
@@ -256,11 +315,17 @@ def rebuild(snippet: dict) -> dict:
     depth = tree_depth(tree)
     if depth > MAX_DEPTH:
         raise Refused(f"an expression nested {depth} levels deep (the verifier rebuilds at most {MAX_DEPTH})")
-    rebuilder = Rebuilder(snippet.get("imports", {}), _bound_names(tree))
+    values = {identifier(text): value for text, value in snippet.get("values", {}).items()
+              if _plain_value(value, nested=False)}
+    rebuilder = Rebuilder(snippet.get("imports", {}), _bound_names(tree), values)
     tree = ast.fix_missing_locations(rebuilder.visit(tree))
+    found = constants(snippet.get("constants", {}))
+    known = {name: values[text] for name, text in rebuilder.stand_ins.items() if text in values}
+    sources = {identifier(k): str(v)[:MAX_SHOWN] for k, v in snippet.get("sources", {}).items()
+               if identifier(k) in found or identifier(k) in values}
     return {"code": ast.unparse(tree), "symbols": rebuilder.symbols, "written": rebuilder.written,
-            "stand_ins": rebuilder.stand_ins,
-            "constants": constants(snippet.get("constants", {})), "notes": rebuilder.notes}
+            "stand_ins": rebuilder.stand_ins, "constants": found, "values": known, "sources": sources,
+            "notes": rebuilder.notes}
 
 
 def tree_depth(tree: ast.AST) -> int:

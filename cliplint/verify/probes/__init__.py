@@ -17,13 +17,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ...findings import ProbeKind
-from . import common
-from .common import FLAVOUR, MissingSymbol, Refusal, kind_of, reset_state, verdict, versions
-from .gradients import probe_misaligned, probe_none_unsafe, probe_not_unpacked, probe_per_tensor, probe_unused
-from .numerics import probe_double_activation, probe_log_softmax, probe_numerics
-from .numerics_formulas import probe_formula, probe_probability_loss, probe_single_unit
-from .optimizers import probe_after_compile, probe_config, probe_construct, probe_late_attribute, probe_threshold
+from . import common, gradients, numerics, numerics_formulas, optimizers  # noqa: F401 (their probe functions register)
+from .common import FLAVOUR, RUNNERS, MissingSymbol, Refusal, Used, kind_of, reset_state, verdict, versions
 
 __all__ = ["PROBES", "run", "set_unchecked", "verdict", "versions"]
 
@@ -33,53 +28,46 @@ def set_unchecked(unchecked: bool) -> None:
     common.UNCHECKED = unchecked
 
 
-# (rule code, probe kind) -> the probe that runs it
-PROBES = {
-    ("CL001", ProbeKind.CONSTRUCT): probe_construct,
-    ("CL001", ProbeKind.LATE_ATTRIBUTE): probe_late_attribute,
-    ("CL002", ProbeKind.OPTION): probe_after_compile,
-    ("CL002", ProbeKind.REPLACE): probe_after_compile,
-    ("CL002", ProbeKind.REBIND): probe_after_compile,
-    ("CL002", ProbeKind.CALLBACK): probe_after_compile,
-    ("CL003", ProbeKind.PER_TENSOR): probe_per_tensor,
-    ("CL004", ProbeKind.SOFTMAX): probe_log_softmax,
-    ("CL004", ProbeKind.SIGMOID): probe_log_softmax,
-    ("CL004", ProbeKind.ONE_MINUS_SIGMOID): probe_log_softmax,
-    ("CL005", ProbeKind.NONE_UNSAFE): probe_none_unsafe,
-    ("CL005", ProbeKind.MISALIGNED): probe_misaligned,
-    ("CL006", ProbeKind.NOT_UNPACKED): probe_not_unpacked,
-    ("CL007", ProbeKind.UNUSED): probe_unused,
-    ("CL008", ProbeKind.NUMERICS): probe_numerics,
-    ("CL009", ProbeKind.OPTIMIZER): probe_threshold,
-    ("CL009", ProbeKind.TENSOR): probe_threshold,
-    ("CL009", ProbeKind.VALUE): probe_threshold,
-    ("CL010", ProbeKind.SOFTMAX): probe_double_activation,
-    ("CL010", ProbeKind.SIGMOID): probe_double_activation,
-    ("CL011", ProbeKind.UNSTABLE_SOFTMAX): probe_formula,
-    ("CL011", ProbeKind.LOGSUMEXP): probe_formula,
-    ("CL011", ProbeKind.SOFTPLUS): probe_formula,
-    ("CL011", ProbeKind.SQRT_EXP): probe_formula,
-    ("CL012", ProbeKind.PROBABILITY_LOSS): probe_probability_loss,
-    ("CL013", ProbeKind.SINGLE_UNIT): probe_single_unit,
-    ("CL014", ProbeKind.NORM_AT_ZERO): probe_formula,
-    ("CL015", ProbeKind.WHERE_GRADIENT): probe_formula,
-    ("CL001", ProbeKind.CONFIG): probe_config,
-    ("CL009", ProbeKind.CONFIG): probe_config,
-}
+# (rule code, probe kind) -> the probe function that runs it, from the functions' registrations
+PROBES = {(rule, cls.kind): function for cls, function in RUNNERS.items() for rule in cls.rules}
 
 
 def run(probe: dict) -> dict:
     handler = PROBES.get((probe.get("rule"), probe.get("kind")))
     if handler is None:
         return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
+    Used.clear()
     try:
-        return handler(probe)
+        return on_file_values(handler(probe))
     except MissingSymbol as err:  # raised by the worker itself, with a message it composed
         return verdict("inconclusive", f"{FLAVOUR}: the snippet needs something this installation does not have: "
                                        f"AttributeError: {err}", other_flavour=err.keras)
     except Refusal as err:
         return verdict("skipped", f"not executed: {err}")
     except (AttributeError, NameError, KeyError, IndexError, TypeError, ValueError, tf.errors.OpError) as err:
-        return verdict("inconclusive", f"the snippet could not run with stand-ins ({kind_of(err)})")
+        return verdict("inconclusive", f"the snippet could not run with stand-ins: {failed(err)}")
     finally:
         reset_state()
+
+
+def failed(err: BaseException) -> str:
+    """What failed: for an attribute, its name (an identifier of the snippet) and the type of what
+    it was asked of; else the exception's type alone (its message can quote a file name or any value
+    the snippet built)."""
+    name = getattr(err, "name", None) if isinstance(err, AttributeError) else None
+    if isinstance(name, str) and name.isidentifier() and hasattr(err, "obj"):
+        return (f"AttributeError: a stand-in `{type(err.obj).__name__}` has no attribute `{name}` "
+                "(the code reads it from an object the probe could not provide)")
+    return kind_of(err)
+
+
+def on_file_values(found: dict) -> dict:
+    """The verdict saying which of the file's values it ran on; and `inconclusive`, never
+    `not-reproduced`, when a placeholder stood in for a value the finding may be about."""
+    shown = list(dict.fromkeys(Used.file_values))
+    evidence = found["evidence"] + (f" (run on the file's values: {', '.join(shown)})" if shown else "")
+    if found["verdict"] == "not-reproduced" and Used.placeholders:
+        evidence = (f"not reproduced with a placeholder standing in for a value cliplint could not read "
+                    f"({', '.join(dict.fromkeys(Used.placeholders))}), which may be why: {evidence}")
+        return {**found, "verdict": "inconclusive", "evidence": evidence}
+    return {**found, "evidence": evidence}

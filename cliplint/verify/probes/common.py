@@ -11,23 +11,45 @@ import importlib
 import inspect
 import re
 import textwrap
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
-from ..rebuild import SYMBOL_PREFIX, check_worker_code
+from ..rebuild import SYMBOL_PREFIX, check_worker_code, dotted, stand_in_name
 from .guard import REGISTRY, Refusal, guard
 
 KERAS = tf.keras
 LEGACY_KERAS = KERAS.__name__.startswith("tf_keras")
 VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
+HOLDERS = ("optimizer", "model")  # attributes of a stand-in that are objects in their turn
 PLACEHOLDER = 1.0
 RESTRICTED_BUILTINS = {name: getattr(builtins, name) for name in BUILTINS}
 UNCHECKED = False  # set by the worker under the test-only hook: snippets run as written (layer 2 alone)
 STAND_INS = " stand-ins"  # a key no snippet can name: the namespace's stand-in texts, for the assumptions
+
+
+class Used:
+    """What the running probe took from the linted file (`FLAGS.clipnorm` = its flag default 0)
+    and what it had to stand in for with a placeholder; emptied before every probe. A probe that
+    used a placeholder cannot say `not-reproduced` (`probes.run`): the placeholder may be the reason."""
+
+    file_values: List[str] = []
+    placeholders: List[str] = []
+
+    @classmethod
+    def clear(cls) -> None:
+        cls.file_values, cls.placeholders = [], []
+
+
+def stood_in(text: str, assumptions: List[str]) -> float:
+    """The placeholder number for `text`, a value nobody could read statically, noted."""
+    note = f"`{text}` = {PLACEHOLDER} (placeholder)"
+    assumptions.append(note)
+    Used.placeholders.append(note)
+    return PLACEHOLDER
 
 
 def versions() -> dict:
@@ -45,6 +67,20 @@ def versions() -> dict:
 VERSIONS = versions()
 FLAVOUR = f"tf-keras {VERSIONS['keras']}" if LEGACY_KERAS else f"Keras {VERSIONS['keras']}"
 TF = f"TensorFlow {tf.__version__}"
+
+
+# --- the probe functions, by the probe class they run (cliplint.probes) --------------------------
+
+RUNNERS: Dict[type, Callable[[dict], dict]] = {}
+
+
+def runs(*classes: type) -> Callable[[Callable[[dict], dict]], Callable[[dict], dict]]:
+    """Register a probe function for the probe classes whose prepared payloads it runs."""
+    def register(function: Callable[[dict], dict]) -> Callable[[dict], dict]:
+        for cls in classes:
+            RUNNERS[cls] = function
+        return function
+    return register
 
 
 def verdict(kind: str, evidence: str, assumptions: List[str] = (), other_flavour: bool = False) -> dict:
@@ -68,12 +104,16 @@ class StandIn:
             raise AttributeError(attribute)
         if attribute in VARIABLE_LISTS:
             return self._variables
+        if attribute in HOLDERS:  # `self.optimizer.apply_gradients`: an object, not a number
+            return self.__dict__.setdefault(attribute, StandIn(f"{self._name}.{attribute}", self._assumptions,
+                                                               self._variables))
         if attribute in ("apply_gradients", "apply"):
             self._assumptions.append(f"`{self._name}` is stood in by SGD(learning_rate=1.0)")
-            optimizer = self.__dict__.setdefault("_optimizer", KERAS.optimizers.SGD(learning_rate=1.0))
-            return getattr(optimizer, attribute)
-        self._assumptions.append(f"`{self._name}.{attribute}` = {PLACEHOLDER} (placeholder)")
-        return PLACEHOLDER
+            # a new optimizer each call: TF 1 code applies a growing list inside its loop, which one
+            # built Keras optimizer refuses (it knows only the variables of its first call)
+            return lambda *args, **keywords: getattr(KERAS.optimizers.SGD(learning_rate=1.0), attribute)(*args,
+                                                                                                     **keywords)
+        return stood_in(f"{self._name}.{attribute}", self._assumptions)
 
 
 class MissingSymbol(AttributeError):
@@ -164,6 +204,7 @@ def reset_state() -> None:
     """After every probe: Keras' global state as the worker started (a snippet that reached it,
     which layer 1 should make impossible, changes no later finding), and the registry emptied."""
     REGISTRY.clear()
+    Used.clear()
     KERAS.backend.clear_session(**_WITHOUT_GC)
     KERAS.backend.set_floatx(INITIAL_STATE["floatx"])
     KERAS.backend.set_epsilon(INITIAL_STATE["epsilon"])
@@ -188,11 +229,11 @@ def free_names(code: str) -> Dict[str, bool]:
 def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
     """Allowlisted symbols, literal constants, role stand-ins, and inert stand-ins for the rest."""
     ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
-          STAND_INS: (snippet.get("stand_ins", {}), assumptions)}
+          STAND_INS: (snippet, assumptions)}
     for name, qualified in snippet.get("symbols", {}).items():
         ns[name] = resolve(qualified) if UNCHECKED else guard(resolve(qualified), qualified)
     for name in snippet.get("stand_ins", {}):
-        ns[name] = PLACEHOLDER
+        ns[name] = snippet.get("values", {}).get(name, PLACEHOLDER)
     if UNCHECKED:  # layer 1 off: the file's own imports, as written
         for local, qualified in snippet.get("imports", {}).items():
             ns[local] = _module(qualified)
@@ -206,8 +247,7 @@ def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None
         elif default is not None:
             ns[name] = default
         else:
-            ns[name] = PLACEHOLDER
-            assumptions.append(f"`{name}` = {PLACEHOLDER} (placeholder)")
+            ns[name] = stood_in(name, assumptions)
     return ns
 
 
@@ -246,17 +286,25 @@ def evaluate(node: ast.AST, ns: dict):
 def _note_stand_ins(tree: ast.AST, ns: dict) -> None:
     """The placeholder numbers an expression uses (a stand-in a probe bound to a value of its role
     was listed by that probe)."""
-    stand_ins, assumptions = ns.get(STAND_INS, ({}, []))
+    snippet, assumptions = ns.get(STAND_INS, ({}, []))
+    stand_ins, values = snippet.get("stand_ins", {}), {**snippet.get("constants", {}), **snippet.get("values", {})}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in stand_ins and ns.get(node.id) is PLACEHOLDER:
-            assumptions.append(f"`{stand_ins[node.id]}` = {PLACEHOLDER} (placeholder)")
+        if not isinstance(node, ast.Name):
+            continue
+        text = stand_ins.get(node.id, node.id)
+        if node.id in stand_ins and ns.get(node.id) is PLACEHOLDER and isinstance(node.ctx, ast.Load):
+            stood_in(text, assumptions)
+        elif node.id in values and ns.get(node.id) is values[node.id]:
+            source = snippet.get("sources", {}).get(text) or snippet.get("sources", {}).get(node.id, "from the file")
+            Used.file_values.append(f"`{text}` = {values[node.id]!r} ({source})")
 
 
 def execute(code: str, ns: dict):
     """The value of an expression snippet; None for statements (their effects are in `ns`)."""
     tree = tree_of(code)
     if not UNCHECKED:
-        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX)) + tuple(ns[STAND_INS][0]))
+        refused = check_worker_code(code, tuple(k for k in ns if k.startswith(SYMBOL_PREFIX))
+                                     + tuple(ns[STAND_INS][0].get("stand_ins", {})))
         if refused:
             raise Refusal(f"the worker refused a snippet with {refused}")
     if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
@@ -266,15 +314,33 @@ def execute(code: str, ns: dict):
     return None
 
 
+def bound_name(text: str) -> str:
+    """The name a snippet reads `text` by: itself, or the stand-in layer 1 made of an attribute chain."""
+    return text if "." not in text else stand_in_name(text)
+
+
 def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
-    """Bind the expression `text` (a name, or `model.trainable_variables`) to `value`."""
-    if not text:
+    """Bind the expression `text` to `value`: a name, or a variable list read through attributes
+    (`model.trainable_variables`, `self.model.trainable_variables`): stand-ins along the chain."""
+    chain = dotted(tree_of(text).body[0].value) if text else None
+    if not chain:
         return
-    node = tree_of(text).body[0].value
-    if isinstance(node, ast.Name):
-        bound[node.id] = value
-    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in VARIABLE_LISTS:
-        bound[node.value.id] = StandIn(node.value.id, assumptions, value)
+    if len(chain) == 1:
+        bound[chain[0]] = value
+        return
+    if chain[-1] not in VARIABLE_LISTS:  # `self.gvs`: layer 1 made the chain one stand-in name
+        bound[bound_name(text)] = value
+        return
+    holder = bound.get(chain[0])
+    if not isinstance(holder, StandIn):
+        holder = bound[chain[0]] = StandIn(chain[0], assumptions, variables)
+    for depth, attribute in enumerate(chain[1:-1], start=2):
+        inner = holder.__dict__.get(attribute)
+        if not isinstance(inner, StandIn):
+            inner = StandIn(".".join(chain[:depth]), assumptions, variables)
+            holder.__dict__[attribute] = inner
+        holder = inner
+    holder.__dict__["_variables"] = value
 
 
 def shown(values) -> str:

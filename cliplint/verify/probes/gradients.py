@@ -8,11 +8,13 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from ...probes import Discarded, Misaligned, NoneUnsafe, NotUnpacked, PerTensor, Unused
 from .common import (
     FLAVOUR,
     KERAS,
     TF,
     bind_expression,
+    bound_name,
     bound_values,
     evaluate,
     execute,
@@ -20,6 +22,7 @@ from .common import (
     kind_of,
     namespace,
     quoted,
+    runs,
     spread_gradients,
     tree_of,
     verdict,
@@ -33,7 +36,7 @@ def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
     bind_expression(probe.get("gradients"), listed, bound, assumptions, variables)
     bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
     for name in probe.get("appends", []):
-        bound[name] = []
+        bound[bound_name(name)] = []
     return bound
 
 
@@ -43,7 +46,9 @@ def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     result = execute(snippet["code"], ns)
     if probe.get("result"):
         result = ns[probe["result"]]
-    return [item[0] if isinstance(item, tuple) else item for item in list(result)], ns
+    elif result is None:  # a `for` statement: what it appended to, if anything
+        result = next((ns[bound_name(name)] for name in probe.get("appends", []) if ns.get(bound_name(name))), [])
+    return _unpaired(result), ns
 
 
 def _clip_threshold(clip: dict, ns: dict) -> float:
@@ -56,22 +61,35 @@ def _clip_threshold(clip: dict, ns: dict) -> float:
 STAND_IN_THRESHOLD = 1.0
 
 
-def _unset_threshold(probe: dict, assumptions: List[str]) -> None:
+def _unset_threshold(probe: dict, assumptions: List[str], fields=("clip", "loop")) -> None:
     """`clip_by_norm(grad, grad_norm_clipping)` where the name's only literal value is a `None`
     default (the clipping runs only when it is set): a stand-in threshold, listed."""
-    clip = probe["clip"]
-    call = tree_of(clip["code"]).body[0].value
-    threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
-                     call.args[1] if len(call.args) > 1 else None)
-    if not isinstance(threshold, ast.Name) or threshold.id not in clip.get("constants", {}) \
-            or clip["constants"][threshold.id] is not None:
-        return
-    for snippet in (clip, probe["loop"]):
-        snippet.setdefault("constants", {})[threshold.id] = STAND_IN_THRESHOLD
-    assumptions.append(f"`{threshold.id}` is None by default and the clipping runs only when it is set: "
-                       f"stood in by {STAND_IN_THRESHOLD:g}")
+    snippets = [probe[f] for f in fields if probe.get(f)]
+    names = {n for snippet in snippets for n in _none_thresholds(snippet)}
+    for name in sorted(names):
+        for snippet in snippets:
+            if name in snippet.get("constants", {}):
+                snippet["constants"][name] = STAND_IN_THRESHOLD
+        assumptions.append(f"`{name}` is None by default and the clipping runs only when it is set: "
+                           f"stood in by {STAND_IN_THRESHOLD:g}")
 
 
+def _none_thresholds(snippet: dict) -> List[str]:
+    """Names holding None passed as the threshold of a clip call of the snippet."""
+    clips = {name for name, qualified in snippet.get("symbols", {}).items() if ".clip_by_" in qualified}
+    found = []
+    for call in ast.walk(tree_of(snippet["code"])):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in clips):
+            continue
+        threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
+                         call.args[1] if len(call.args) > 1 else None)
+        if isinstance(threshold, ast.Name) and snippet.get("constants", {}).get(threshold.id, 0) is None \
+                and threshold.id in snippet["constants"]:
+            found.append(threshold.id)
+    return found
+
+
+@runs(PerTensor)
 def probe_per_tensor(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 5 tensors of shapes (4,4), (8,), (3,2), (5,), (2,2) "
                    "with norms 1000, 100, 10, 1, 0.1"]
@@ -97,10 +115,12 @@ def probe_per_tensor(probe: dict) -> dict:
 
 # --- CL005 ----------------------------------------------------------------------------------
 
+@runs(NoneUnsafe)
 def probe_none_unsafe(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 3 variables, the middle one without a gradient (None), "
                    "as for a frozen or unused layer"]
     variables = [tf.Variable(tf.zeros([2, 2])), tf.Variable(tf.zeros([4])), tf.Variable(tf.zeros([3]))]
+    _unset_threshold(probe, assumptions, ("loop",))
     try:
         _replay_loop(probe, probe["loop"], [tf.ones([2, 2]), None, tf.ones([3])], variables, assumptions)
     except (ValueError, TypeError) as err:
@@ -123,6 +143,7 @@ def _raises(run):
     return None
 
 
+@runs(Misaligned)
 def probe_misaligned(probe: dict) -> dict:
     assumptions = ["stand-in: variables v0, v1, v2 of shape (2,); v1 gets no gradient (None)"]
     grads = [tf.fill([2], 1.0), None, tf.fill([2], 3.0)]
@@ -150,6 +171,7 @@ def probe_misaligned(probe: dict) -> dict:
 
 # --- CL006 ----------------------------------------------------------------------------------
 
+@runs(NotUnpacked)
 def probe_not_unpacked(probe: dict) -> dict:
     assumptions = ["stand-in gradients: two tensors of shapes (2,) and (3,), with matching variables"]
     grads = [tf.fill([2], 3.0), tf.fill([3], 4.0)]
@@ -190,6 +212,7 @@ def _use_pair(probe: dict, given: dict, variables, assumptions: List[str], unpac
 
 # --- CL007 ----------------------------------------------------------------------------------
 
+@runs(Unused)
 def probe_unused(probe: dict) -> dict:
     assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
     grads = spread_gradients()
@@ -209,3 +232,42 @@ def probe_unused(probe: dict) -> dict:
                                     f"(threshold {threshold:g}): the clipped list was computed and not used",
                        assumptions)
     return verdict("not-reproduced", f"{TF}: the applied gradients have global norm {norm:.4g}", assumptions)
+
+
+def _unpaired(items) -> list:
+    return [item[0] if isinstance(item, tuple) else item for item in list(items)]
+
+
+@runs(Discarded)
+def probe_discarded(probe: dict) -> dict:
+    """CL007, a clip whose result is lost: replay the loop (or the statement) on stand-in gradients,
+    run the clip itself on one of them, and look at what is left: the unclipped tensors or not."""
+    assumptions = ["stand-in gradients: 5 tensors with norms 1000, 100, 10, 1, 0.1"]
+    _unset_threshold(probe, assumptions)
+    grads = spread_gradients()
+    variables = [tf.Variable(tf.zeros_like(g)) for g in grads]
+    bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    tensor = probe.get("tensor")
+    if tensor and not probe.get("gradients"):
+        bound.setdefault(tensor, grads[0])
+    ns = namespace(probe["loop"], bound, assumptions, variables)
+    execute(probe["loop"]["code"], ns)
+    appended = [name for name in probe.get("appends", []) if ns.get(bound_name(name))]
+    if appended:
+        kept, where = _unpaired(ns[bound_name(appended[0])]), f"`{appended[0]}`"
+    elif probe.get("gradients"):
+        kept, where = grads, f"`{probe['gradients']}`"
+    else:
+        kept, where = [ns.get(tensor, grads[0])], f"`{tensor}`"
+    one = [grads[0]] if "global_norm" in probe["clip"]["code"] else grads[0]
+    result = execute(probe["clip"]["code"], namespace(probe["clip"], {tensor: one} if tensor else {}, assumptions))
+    clipped = result[0][0] if isinstance(result, tuple) else result
+    before, after = float(np.linalg.norm(grads[0])), float(np.linalg.norm(np.asarray(clipped)))
+    unclipped = [g for g in kept if g is not None and any(g is o for o in grads)]
+    norm = float(np.linalg.norm(flat([g for g in kept if g is not None]))) if kept else 0.0
+    if unclipped and abs(after - before) > 1e-3 * before:
+        return verdict("confirmed", f"{TF}: the clip returned a new tensor (norm {before:.4g} -> {after:.4g}) and "
+                                    f"left its input unchanged; afterwards {where} holds the unclipped gradients "
+                                    f"(global norm {norm:.4g})", assumptions)
+    return verdict("not-reproduced", f"{TF}: afterwards {where} holds {len(unclipped)} unclipped stand-in "
+                                     f"gradient(s); the clip took norm {before:.4g} to {after:.4g}", assumptions)

@@ -8,7 +8,14 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from ...findings import ProbeKind
+from ...probes import (
+    LogOfOneMinusSigmoid,
+    LogOfSigmoid,
+    LogOfSoftmax,
+    Numerics,
+    SigmoidThenFromLogits,
+    SoftmaxThenFromLogits,
+)
 from .common import (
     FLAVOUR,
     KERAS,
@@ -22,6 +29,7 @@ from .common import (
     free_names,
     namespace,
     quoted,
+    runs,
     shown,
     tree_of,
     verdict,
@@ -31,9 +39,9 @@ from .guard import admit, unwrapped
 # --- CL004 ----------------------------------------------------------------------------------
 
 STAND_IN_LOGITS = {
-    ProbeKind.SOFTMAX: ([[100.0, 0.0, -3.0]], tf.nn.softmax, tf.nn.log_softmax, "tf.nn.log_softmax"),
-    ProbeKind.SIGMOID: ([[-200.0, 0.5]], tf.math.sigmoid, tf.math.log_sigmoid, "tf.math.log_sigmoid"),
-    ProbeKind.ONE_MINUS_SIGMOID: ([[200.0, 0.5]], tf.math.sigmoid, lambda logits: tf.math.log_sigmoid(-logits),
+    LogOfSoftmax.kind: ([[100.0, 0.0, -3.0]], tf.nn.softmax, tf.nn.log_softmax, "tf.nn.log_softmax"),
+    LogOfSigmoid.kind: ([[-200.0, 0.5]], tf.math.sigmoid, tf.math.log_sigmoid, "tf.math.log_sigmoid"),
+    LogOfOneMinusSigmoid.kind: ([[200.0, 0.5]], tf.math.sigmoid, lambda logits: tf.math.log_sigmoid(-logits),
                   "tf.math.log_sigmoid(-x)"),
 }
 
@@ -53,7 +61,7 @@ class _Replace(ast.NodeTransformer):
 
 
 # The class the stand-in logits make least likely: where a picked probability underflows.
-LEAST_LIKELY = {ProbeKind.SOFTMAX: 2, ProbeKind.SIGMOID: 0, ProbeKind.ONE_MINUS_SIGMOID: 0}
+LEAST_LIKELY = {LogOfSoftmax.kind: 2, LogOfSigmoid.kind: 0, LogOfOneMinusSigmoid.kind: 0}
 
 
 def _probabilities(probe: dict, logits, assumptions: List[str]):
@@ -150,6 +158,7 @@ def _log_value(probe: dict, logits, assumptions: List[str]):
     return execute(log["code"], namespace(log, bound, assumptions))
 
 
+@runs(LogOfSoftmax, LogOfSigmoid, LogOfOneMinusSigmoid)
 def probe_log_softmax(probe: dict) -> dict:
     kind = probe["kind"]
     values, _, reference, reference_name = STAND_IN_LOGITS[kind]
@@ -184,6 +193,7 @@ def probe_log_softmax(probe: dict) -> dict:
 
 # --- CL008 ----------------------------------------------------------------------------------
 
+@runs(Numerics)
 def probe_numerics(probe: dict) -> dict:
     """The removed numerics check, called by the probe itself without arguments (it takes none):
     judged by the exception's type, never by what the user's arguments could make it say."""
@@ -217,9 +227,9 @@ def _checks_nothing_in_function(check) -> str:
 # --- CL010 ----------------------------------------------------------------------------------
 
 DOUBLE_ACTIVATION = {
-    ProbeKind.SOFTMAX: ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax,
+    SoftmaxThenFromLogits.kind: ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax,
                         "logits [0, 10, 0], true class 0"),
-    ProbeKind.SIGMOID: ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
+    SigmoidThenFromLogits.kind: ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
 }
 
 
@@ -283,11 +293,12 @@ def _from_logits_in(snippet: dict) -> bool:
     return False
 
 
+@runs(SoftmaxThenFromLogits, SigmoidThenFromLogits)
 def probe_double_activation(probe: dict) -> dict:
     default_class, logits_values, activation, described = DOUBLE_ACTIVATION[probe["kind"]]
     assumptions = [f"a confidently wrong prediction: {described}"]
     loss, used, sparse = _loss_used(probe, default_class, assumptions)
-    if probe["kind"] == ProbeKind.SOFTMAX:
+    if probe["kind"] == SoftmaxThenFromLogits.kind:
         labels = tf.constant([0]) if sparse else tf.constant([[1.0, 0.0, 0.0]])
     else:
         labels = tf.constant([[1.0]])

@@ -15,21 +15,30 @@ from typing import List, Tuple
 import numpy as np
 import tensorflow as tf
 
-from ...findings import ProbeKind
-from .common import FLAVOUR, KERAS, TF, as_written, execute, namespace, shown, tree_of, verdict
+from ...probes import (
+    LogSumExp,
+    NormAtZero,
+    ProbabilityLoss,
+    SingleUnit,
+    Softplus,
+    SqrtExp,
+    UnstableSoftmax,
+    WhereGradient,
+)
+from .common import FLAVOUR, KERAS, TF, as_written, execute, namespace, runs, shown, tree_of, verdict
 
 # kind -> (stand-in input, what it is, the stable form run on it, its name)
 STAND_INS = {
-    ProbeKind.UNSTABLE_SOFTMAX: ([[100.0, 0.0]], "a score of 100", lambda v: tf.nn.softmax(v), "tf.nn.softmax"),
-    ProbeKind.LOGSUMEXP: ([[100.0, 0.0]], "a logit of 100", lambda v: tf.reduce_logsumexp(v, -1),
+    UnstableSoftmax.kind: ([[100.0, 0.0]], "a score of 100", lambda v: tf.nn.softmax(v), "tf.nn.softmax"),
+    LogSumExp.kind: ([[100.0, 0.0]], "a logit of 100", lambda v: tf.reduce_logsumexp(v, -1),
                           "tf.reduce_logsumexp"),
-    ProbeKind.SOFTPLUS: ([[100.0]], "an input of 100", tf.nn.softplus, "tf.nn.softplus"),
-    ProbeKind.SQRT_EXP: ([[100.0]], "a log-variance of 100", lambda v: tf.exp(0.5 * v), "tf.exp(0.5 * x)"),
-    ProbeKind.NORM_AT_ZERO: ([[0.0, 0.0]], "a zero vector (two equal points)",
+    Softplus.kind: ([[100.0]], "an input of 100", tf.nn.softplus, "tf.nn.softplus"),
+    SqrtExp.kind: ([[100.0]], "a log-variance of 100", lambda v: tf.exp(0.5 * v), "tf.exp(0.5 * x)"),
+    NormAtZero.kind: ([[0.0, 0.0]], "a zero vector (two equal points)",
                              lambda v: tf.sqrt(tf.reduce_sum(tf.square(v)) + 1e-12), "the epsilon inside the sqrt"),
-    ProbeKind.WHERE_GRADIENT: ([[0.0, 2.0]], "the masked point 0 and 2", None, "the double where"),
+    WhereGradient.kind: ([[0.0, 2.0]], "the masked point 0 and 2", None, "the double where"),
 }
-OVERFLOWS = (ProbeKind.UNSTABLE_SOFTMAX, ProbeKind.LOGSUMEXP, ProbeKind.SOFTPLUS, ProbeKind.SQRT_EXP)
+OVERFLOWS = (UnstableSoftmax.kind, LogSumExp.kind, Softplus.kind, SqrtExp.kind)
 PAIRWISE = [[0.0, 0.0], [1.0, 1.0]]  # one set of points: the diagonal of their differences is zero
 INPUT, EXP_INPUT = "probe_input", "probe_exp_input"
 
@@ -86,6 +95,7 @@ def _finite(value, grad) -> bool:
     return bool(np.all(np.isfinite(value)) and np.all(np.isfinite(grad)))
 
 
+@runs(UnstableSoftmax, LogSumExp, Softplus, SqrtExp, NormAtZero, WhereGradient)
 def probe_formula(probe: dict) -> dict:
     """CL011, CL014, CL015: the user's expression on the stand-in input, value and gradient."""
     kind = probe["kind"]
@@ -130,6 +140,7 @@ LOGITS_FOR = {
 }
 
 
+@runs(ProbabilityLoss)
 def probe_probability_loss(probe: dict) -> dict:
     """CL012: the loss as configured (`from_logits=False`) on stand-in logits, against the same
     loss with `from_logits=True`; after `--fix`, the fixed loss's own `from_logits`."""
@@ -153,6 +164,7 @@ def probe_probability_loss(probe: dict) -> dict:
 
 # --- CL013 ----------------------------------------------------------------------------------
 
+@runs(SingleUnit)
 def probe_single_unit(probe: dict) -> dict:
     """CL013: the user's layer (`Dense(1, activation="softmax")`) on varied inputs, or softmax over
     the one unit itself: always 1, where a sigmoid is not."""

@@ -9,7 +9,18 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from ...findings import ProbeKind
+from ...probes import (
+    CallbackChange,
+    Config,
+    Construct,
+    LateAttribute,
+    OptimizerRebound,
+    OptimizerReplaced,
+    OptimizerThreshold,
+    OptionChanged,
+    TensorThreshold,
+    ValueBounds,
+)
 from ..allowlist import allowed
 from .common import (
     CLIP_OPTIONS,
@@ -24,6 +35,7 @@ from .common import (
     kind_of,
     namespace,
     quoted,
+    runs,
     shown,
     tree_of,
     verdict,
@@ -123,6 +135,7 @@ def _raised_by(cls: type, options: Dict[str, float], described: str) -> Optional
     return None
 
 
+@runs(Construct)
 def probe_construct(probe: dict) -> dict:
     assumptions: List[str] = []
     optimizer = _build_optimizer(probe, assumptions)
@@ -132,6 +145,7 @@ def probe_construct(probe: dict) -> dict:
     return verdict(result["verdict"], result["evidence"], assumptions)
 
 
+@runs(LateAttribute)
 def probe_late_attribute(probe: dict) -> dict:
     assumptions: List[str] = []
     optimizer = _build_optimizer(probe, assumptions)
@@ -177,6 +191,7 @@ def _bind_model(expression: str, model, bound: dict, assumptions: List[str]) -> 
         bound[node.value.id] = StandIn(node.value.id, assumptions, None, **{node.attr: model})
 
 
+@runs(OptionChanged, OptimizerReplaced, OptimizerRebound, CallbackChange)
 def probe_after_compile(probe: dict) -> dict:
     assumptions = ["the model is a one-weight Dense layer (w=1, x=10, y=0, mse) compiled with "
                    "SGD(learning_rate=1.0), standing in for yours"]
@@ -206,13 +221,13 @@ def probe_after_compile(probe: dict) -> dict:
     moved = f"the weight moved {before:g} -> {after:g}"
     when = "after one fit()" if probe["trained_before"] else "before any fit()"
     kind = probe["kind"]
-    if kind == ProbeKind.REBIND:
+    if kind == OptimizerRebound.kind:
         new = ns.get(optimizer_name)
         if model.optimizer is not new and ignored:
             return verdict("confirmed", f"{FLAVOUR}: after the rebinding, model.optimizer is still the old "
                                         f"optimizer and the step was unclipped ({moved})", assumptions)
         return verdict("not-reproduced", f"{FLAVOUR}: the new optimizer was used ({moved})", assumptions)
-    if kind == ProbeKind.REPLACE and ignored:
+    if kind == OptimizerReplaced.kind and ignored:
         iterations = int(np.asarray(replaced.iterations))
         return verdict("confirmed", f"{FLAVOUR}: {when}, model.optimizer is the new object but its iterations "
                                     f"stayed {iterations}; the old optimizer took the step ({moved}, unclipped)",
@@ -239,10 +254,11 @@ def judge_threshold(optimizer, described: str, assumptions: List[str]) -> dict:
     return verdict("not-reproduced", f"{FLAVOUR}: {described} clipped the step to {shown(update)}", assumptions)
 
 
+@runs(OptimizerThreshold, TensorThreshold, ValueBounds)
 def probe_threshold(probe: dict) -> dict:
     call = probe["call"]
     assumptions: List[str] = []
-    if probe["kind"] == ProbeKind.OPTIMIZER:
+    if probe["kind"] == OptimizerThreshold.kind:
         ns = namespace(call, {}, assumptions)
         try:
             optimizer = execute(call["code"], ns)
@@ -267,7 +283,7 @@ def probe_threshold(probe: dict) -> dict:
         result = result[0][0]
     before, after = np.asarray(before), np.asarray(result)
     flattened = after.size > 1 and np.allclose(after, after.reshape(-1)[0])
-    if probe["kind"] == ProbeKind.VALUE and (flattened or _inverted_bounds(tree, call, assumptions)):
+    if probe["kind"] == ValueBounds.kind and (flattened or _inverted_bounds(tree, call, assumptions)):
         return verdict("confirmed", f"{TF}: {whose} {shown(before)} became {shown(after)}: the minimum is above the "
                                     "maximum, so every element becomes the same value", assumptions)
     if np.allclose(after, 0.0):
@@ -291,7 +307,7 @@ def _clipped_tensor(probe: dict, call: dict, tree: ast.Call, assumptions: List[s
         symbols = call.get("symbols", {})
         shimmed = any(symbols.get(n.id, "") in SHIMS for n in ast.walk(tensor) if isinstance(n, ast.Name))
         return tf.convert_to_tensor(value, tf.float32), "the placeholder's stand-in" if shimmed else "your tensor"
-    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == ProbeKind.VALUE else tf.constant([3.0, -4.0])
+    stand_in = tf.constant([0.5, 2.0, -2.0]) if probe["kind"] == ValueBounds.kind else tf.constant([3.0, -4.0])
     assumptions.append(f"the clipped tensor is stood in by {shown(stand_in)}")
     return stand_in, "the stand-in tensor"
 
@@ -307,6 +323,7 @@ def _inverted_bounds(tree: ast.Call, call: dict, assumptions: List[str]) -> bool
 
 # --- config files (CL001, CL009) --------------------------------------------------------------
 
+@runs(Config)
 def probe_config(probe: dict) -> dict:
     """Build the optimizer a config mapping describes with the installed Keras, then judge it as
     the code probes do. Only a known optimizer class and its numeric options are used: nothing
