@@ -181,3 +181,13 @@ def test_jobs_and_verify_settings_are_read(tmp_path, run_cli):
     assert [settings.run_setting(n) for n in ("jobs", "verify_timeout", "verify_budget", "fail_on")] == \
         [1, 5.0, 60.5, "warning"]
     assert run_cli("train.py").returncode == 1
+
+
+def test_the_log_softmax_fix_title_says_what_it_replaces_not_that_it_removes_a_line(tmp_path, run_cli):
+    """The fix rewrites the log; `action_probs = tf.nn.softmax(logits)` stays where it is."""
+    write(tmp_path, "step.py", "import tensorflow as tf\n\ndef step(logits):\n"
+                               "    action_probs = tf.nn.softmax(logits)\n    return tf.math.log(action_probs)\n")
+    shown = run_cli("--show-fixes", "step.py").stdout
+    assert "use `tf.nn.log_softmax(logits)` (instead of `action_probs`)" in shown and "removes" not in shown
+    run_cli("--fix", "--unsafe-fixes", "step.py")
+    assert "action_probs = tf.nn.softmax(logits)" in (tmp_path / "step.py").read_text()

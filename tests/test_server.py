@@ -281,7 +281,7 @@ async def test_notebook_cells_are_one_program(client: LanguageClient, tmp_path):
     assert (record["cell"], record["line"] - 1, record["column"] - 1, record["end_column"] - 1) == (3, 1, start,
                                                                                                    start + 18)
 
-    # Fix all: the safe fix (in the fourth cell); the third cell's fix removes `probs`, unsafe, left alone.
+    # Fix all: the safe fix (in the fourth cell); the third cell's fix bypasses `probs`, unsafe, left alone.
     (fourth,) = await published(client, f"{uri}#cell3", mark)
     (fix_all,) = await client.text_document_code_action_async(types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(f"{uri}#cell3"), range=fourth.range,

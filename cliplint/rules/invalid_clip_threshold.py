@@ -31,6 +31,15 @@ def _guarded(ctx: Context, call: cst.Call, threshold: cst.BaseExpression, value:
     return isinstance(threshold, (cst.Name, cst.Attribute)) and ruled_out(ctx.flow, call, threshold, value)
 
 
+def _given(ctx: Context, option: str, node: cst.BaseExpression, value: float) -> str:
+    """How the threshold is given: `clipnorm=0`, or the flag whose default it is (a run that
+    passes the flag is fine; one that does not clips nothing)."""
+    if isinstance(node, cst.Attribute) and ctx.flow.flag_defaults().get(node.attr.value) is not None:
+        return (f"`{option}={ctx.text(node)}`, whose command-line flag `{node.attr.value}` defaults to "
+                f"{value:g},")
+    return f"`{option}={value:g}`"
+
+
 def _value_bounds(call: ast.Call) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
     bounds = {k.arg: k.value for k in call.keywords}
     low = call.args[1] if len(call.args) > 1 else bounds.get("clip_value_min")
@@ -132,6 +141,11 @@ class InvalidClipThreshold(Rule):
     INVALID = [
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(0.1, clipnorm=0)\n", 2, "turn clipping off"),
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.legacy.SGD(0.1, clipvalue=-1.0)\n", 2),
+        # a flag's default: the message names the flag
+        Invalid("import argparse\nimport tensorflow as tf\nparser = argparse.ArgumentParser()\n"
+                "parser.add_argument('--clipnorm', type=float, default=0.0)\nargs = parser.parse_args()\n"
+                "opt = tf.keras.optimizers.Adam(clipnorm=args.clipnorm)\n", 6,
+                "`clipnorm=args.clipnorm`, whose command-line flag `clipnorm` defaults to 0"),
         # the options in a config dict, splatted or given to the factory (the optimizer model's carriers)
         Invalid("import tensorflow as tf\nOPTIONS = {'learning_rate': 1e-3, 'clipnorm': 0.0}\n"
                 "opt = tf.keras.optimizers.Adam(**OPTIONS)\n", 2, "`clipnorm=0` does not clip"),
@@ -192,11 +206,12 @@ class InvalidClipThreshold(Rule):
             legacy = ".legacy." in (ctx.call_name(call) or "")
             effect = ("tf-keras legacy optimizers zero every gradient, so training silently stops"
                       if value == 0 else "tf-keras legacy optimizers raise ValueError at construction")
+            given = _given(ctx, option, node, value)
             if legacy:
-                message = (f"`{option}={value:g}` on a legacy optimizer: {effect}. Use a positive "
+                message = (f"{given} on a legacy optimizer: {effect}. Use a positive "
                            f"threshold, or leave the option out.")
             else:
-                message = (f"`{option}={value:g}` does not clip: Keras 3 and tf-keras silently turn "
+                message = (f"{given} does not clip: Keras 3 and tf-keras silently turn "
                            f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
             anchor = ctx.parent.get(node) if isinstance(ctx.parent.get(node), cst.Arg) else node
             yield Report(anchor, message, probe=OptimizerThreshold(ctx.flow.snippet(call)))

@@ -185,8 +185,10 @@ class LogOfSoftmax(Rule):
             return None
         fixed = cst.Call(func=func, args=args)
         safety = SAFE if not path else UNSAFE
-        removed = f" (removes {', '.join(path)})" if path else ""
-        return Fix(f"use `{ctx.text(fixed)}`{removed}", safety, ((log, fixed),))
+        # the log is replaced; what stood between it and the softmax is no longer used here (a name
+        # holding the softmax stays where it is assigned: other code may read it)
+        bypassed = f" (instead of {', '.join(path)})" if path else ""
+        return Fix(f"use `{ctx.text(fixed)}`{bypassed}", safety, ((log, fixed),))
 
     def _path(self, ctx: Context, expr, node: cst.Call, kind: str, removed: list) -> Optional[list]:
         """What lies between the log's argument and the softmax call: [] when it is the call

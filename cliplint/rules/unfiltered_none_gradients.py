@@ -30,6 +30,14 @@ NONE_ERROR = ("ValueError: Attempt to convert a value (None) with an unsupported
               "(<class 'NoneType'>) to a Tensor.")
 
 
+def _none_source(ctx: Context, grads: GradList) -> str:
+    """What gave the None, as the code wrote it: `tape.gradient` returns, `compute_gradients` gives."""
+    func = grads.origin.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
+        return "`compute_gradients` gives"
+    return "`tf.gradients` returns" if ctx.call_name(grads.origin) == "tensorflow.gradients" else "`tape.gradient` returns"
+
+
 def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
     """The op name when `node` is a None-unsafe TF/Keras call or arithmetic, else None."""
     if isinstance(node, cst.Call):
@@ -132,6 +140,10 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
+        # TF 1 pairs: the message names what gave the None
+        Invalid("import tensorflow.compat.v1 as tf\ngvs = opt.compute_gradients(loss)\n"
+                "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs]\n", 3, "`compute_gradients` gives None",
+                "warning"),
         Invalid("import tensorflow as tf\n"
                 "def step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
@@ -180,7 +192,7 @@ class UnfilteredNoneGradients(Rule):
                 continue
             reported.add(binding.owner)
             yield Report(op_node, (
-                f"{op} is applied to every gradient with no `None` check: `tape.gradient` returns None for "
+                f"{op} is applied to every gradient with no `None` check: {_none_source(ctx, grads)} None for "
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
                 f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
