@@ -35,7 +35,9 @@ def _none_source(ctx: Context, grads: GradList) -> str:
     func = grads.origin.func
     if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
         return "`compute_gradients` gives"
-    return "`tf.gradients` returns" if ctx.call_name(grads.origin) == "tensorflow.gradients" else "`tape.gradient` returns"
+    if ctx.call_name(grads.origin) == "tensorflow.gradients":
+        return "`tf.gradients` returns"
+    return "`tape.gradient` returns"
 
 
 def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
