@@ -270,4 +270,6 @@ def test_a_crashing_rule_means_exit_2_with_the_other_findings_kept(tmp_path, mon
     result = engine.run([str(tmp_path / "a.py")], Config(isolated=True))
     assert [f.code for f in result.findings] == ["CL000", "CL001"]
     assert "internal error in rule CL003 (per-tensor-clip-norm): RuntimeError: rule bug" in result.findings[0].message
-    assert cli._exit_code(result, exit_zero=True, verified=False) == 2
+    from types import SimpleNamespace
+
+    assert cli._exit_code(result, SimpleNamespace(exit_zero=True, verify=False, fail_on="warning")) == 2

@@ -142,10 +142,6 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
-        # TF 1 pairs: the message names what gave the None
-        Invalid("import tensorflow.compat.v1 as tf\ngvs = opt.compute_gradients(loss)\n"
-                "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs]\n", 3, "`compute_gradients` gives None",
-                "warning"),
         Invalid("import tensorflow as tf\n"
                 "def step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
@@ -163,6 +159,10 @@ class UnfilteredNoneGradients(Rule):
                 "grads = tape.gradient(loss, net.trainable_weights)\n"
                 "for g, v in zip(grads, net.trainable_weights):\n"
                 "    v.assign_sub(0.01 * tf.clip_by_value(g, -1, 1))\n", 4),
+        # TF 1 pairs: the message names what gave the None
+        Invalid("import tensorflow.compat.v1 as tf\ngvs = opt.compute_gradients(loss)\n"
+                "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs]\n", 3, "`compute_gradients` gives None",
+                "warning"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
