@@ -53,7 +53,7 @@ class CallSummaries:
             binding = self.binding_of(expr)
             if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
                 return binding.owner
-        value = self.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
+        value = self.value_of(expr)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
             return self.class_of(value.func, depth + 1)
         return None

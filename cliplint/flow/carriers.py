@@ -137,8 +137,7 @@ def _holds(value: cst.BaseExpression, holding: set) -> bool:
 def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExpression]:
     """`heads[0]`, `outputs["probs"]`: what a literal list, tuple or dict holds at a constant
     index or key (None when the container or the index is not known)."""
-    container = flow.value_of(subscript.value) if isinstance(subscript.value, (cst.Name, cst.Attribute)) \
-        else subscript.value
+    container = flow.value_of(subscript.value)
     index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
     key = constant(flow, index.value) if isinstance(index, cst.Index) else UNKNOWN
     if key is UNKNOWN:

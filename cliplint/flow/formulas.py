@@ -68,25 +68,20 @@ POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "k
 
 def number(flow: Dataflow, expr) -> object:
     """The literal a value is, also wrapped in `tf.constant(...)`/`tf.cast(...)`; else UNKNOWN."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     for _ in range(3):
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in CONSTANT_TENSORS and value.args:
-            value = through(flow, value.args[0].value)
+            value = flow.value_of(value.args[0].value)
         else:
             break
     found = constant(flow, value)
     return found if isinstance(found, (int, float)) and not isinstance(found, bool) else UNKNOWN
 
 
-def through(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
-    """The expression a name or attribute was assigned from (itself when unknown)."""
-    return flow.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
-
-
 def exp_of(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
     """The `exp(...)` call `expr` is, or holds as a factor (`exp(x) * mask`): names followed, and
     the engine's carriers (a parameter's arguments, a helper's returns, `self.x`)."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
         return value
     if depth >= 3:
@@ -101,15 +96,15 @@ def exp_of(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> Optional
 def summed(flow: Dataflow, expr: cst.BaseExpression) -> Optional[cst.Call]:
     """The `reduce_sum(...)` call `expr` is, through names, shape changes, indexing (`[:, None]`)
     and an added epsilon."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     for _ in range(MAX_DEPTH):
         if isinstance(value, cst.Subscript):
-            value = through(flow, value.value)
+            value = flow.value_of(value.value)
         elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
                 and constant(flow, value.right) is not UNKNOWN:
-            value = through(flow, value.left)
+            value = flow.value_of(value.left)
         elif isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
-            value = through(flow, value.args[0].value)
+            value = flow.value_of(value.args[0].value)
         else:
             break
     return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUMS and value.args else None
@@ -124,7 +119,7 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
         return False
     if isinstance(expr, cst.Name) and _max_subtracted_in_place(flow, expr):
         return True
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     known = number(flow, value)
     if known is not UNKNOWN:
         return known < OVERFLOW
@@ -154,9 +149,9 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
 def _small(flow: Dataflow, expr, depth: int) -> bool:
     """Bounded in magnitude by a small number: a clipped or squashed value, a label (0/1, +-1),
     a small constant, or one of these negated."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-        value = through(flow, value.expression)
+        value = flow.value_of(value.expression)
     known = number(flow, value)
     if known is not UNKNOWN:
         return abs(known) < 10
@@ -185,7 +180,7 @@ def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> 
 
 
 def nonpositive(flow: Dataflow, expr, depth: int = 0) -> bool:
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     known = number(flow, value)
     if known is not UNKNOWN:
         return known <= 0
@@ -209,7 +204,7 @@ def nonnegative(flow: Dataflow, expr, depth: int = 0) -> bool:
     constant, their products; the distance a contrastive or energy model takes the exp of."""
     if depth > MAX_DEPTH:
         return False
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     known = number(flow, value)
     if known is not UNKNOWN:
         return known >= 0
@@ -235,13 +230,13 @@ def nonnegative(flow: Dataflow, expr, depth: int = 0) -> bool:
 def _is_max(flow: Dataflow, expr) -> bool:
     """`reduce_max(...)` or `reduce_logsumexp(...)` (under `stop_gradient`), names followed:
     what makes `x - m` at most 0."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     for _ in range(3):
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES \
                 and value.args:
-            value = through(flow, value.args[0].value)
+            value = flow.value_of(value.args[0].value)
         elif isinstance(value, cst.Subscript):
-            value = through(flow, value.value)
+            value = flow.value_of(value.value)
         else:
             break
     return isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA
@@ -253,7 +248,7 @@ def _same(flow: Dataflow, a, b) -> bool:
 
 def difference(flow: Dataflow, expr) -> Optional[cst.BinaryOperation]:
     """The `a - b` (or `tf.subtract(a, b)`) `expr` is, names followed, else None."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
         return value
     if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ("tensorflow.subtract", "tensorflow.math.subtract",
@@ -280,7 +275,7 @@ def pairwise(flow: Dataflow, diff) -> Optional[cst.BaseExpression]:
 
 def _broadcast_base(flow: Dataflow, expr) -> Optional[cst.BaseExpression]:
     """`r` in `r[:, None]`, `r[None]`, `expand_dims(r, 1)`, `r[:, tf.newaxis]`."""
-    value = through(flow, expr) if isinstance(expr, cst.Name) else expr
+    value = flow.value_of(expr) if isinstance(expr, cst.Name) else expr
     if isinstance(value, cst.Subscript) and any(_new_axis(flow, e.slice) for e in value.slice):
         return value.value
     if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ("tensorflow.expand_dims", "keras.ops.expand_dims",
@@ -344,7 +339,7 @@ def _pipeline_argument(flow: Dataflow, node: cst.CSTNode) -> bool:
 def weight(flow: Dataflow, expr) -> bool:
     """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), names followed: a norm of
     it is weight normalisation or a constraint, not a distance between points."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     if not isinstance(value, cst.Call):
         return False
     func = value.func
@@ -355,7 +350,7 @@ def weight(flow: Dataflow, expr) -> bool:
 def away_from_zero(flow: Dataflow, expr) -> bool:
     """Shown to stay above a positive constant: `maximum(x, 1e-12)`, `clip_by_value(x, 1e-6, 1)`,
     something never negative plus a positive constant, `exp(...)`."""
-    value = through(flow, expr)
+    value = flow.value_of(expr)
     if isinstance(value, cst.Call):
         name = flow.ctx.call_name(value)
         if name in EXP:

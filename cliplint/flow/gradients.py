@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from .carriers import origins
+from .carriers import PASS_THROUGH, origins
 from .local import Binding, Dataflow
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, arg, target_names, tests_none, walk
 
@@ -196,7 +196,7 @@ class Gradients:
 
 
 APPLY_METHODS = ("apply_gradients", "apply")
-_COMBINERS = ("zip", "list", "tuple")
+_COMBINERS = ("zip", *PASS_THROUGH)  # what pairs lists, and what copies one
 
 
 def applied(flow: Dataflow, produced: cst.CSTNode) -> bool:

@@ -400,19 +400,15 @@ def layer_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Opt
 def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:
     """'sigmoid' for `1 / (1 + exp(-x))`, 'softmax' for `exp(x) / reduce_sum(exp(x), ...)`
     (names followed): the formulas written out by hand, which squash exactly as the library ones."""
-    left, right = _through_names(flow, division.left), _through_names(flow, division.right)
+    left, right = flow.value_of(division.left), flow.value_of(division.right)
     if _about_one(constant(flow, left)) and isinstance(right, cst.BinaryOperation) \
             and isinstance(right.operator, cst.Add) and _about_one(constant(flow, right.left)) \
-            and flow.ctx.call_name(_through_names(flow, right.right)) in EXP:
+            and flow.ctx.call_name(flow.value_of(right.right)) in EXP:
         return "sigmoid"
     if flow.ctx.call_name(left) in EXP and flow.ctx.call_name(right) in SUMS and right.args \
-            and flow.ctx.call_name(_through_names(flow, right.args[0].value)) in EXP:
+            and flow.ctx.call_name(flow.value_of(right.args[0].value)) in EXP:
         return "softmax"
     return None
-
-
-def _through_names(flow: Dataflow, expr: cst.BaseExpression) -> cst.BaseExpression:
-    return flow.value_of(expr) if isinstance(expr, (cst.Name, cst.Attribute)) else expr
 
 
 def _about_one(value) -> bool:

@@ -23,7 +23,6 @@ from ..flow.formulas import (
     operands,
     pairwise,
     stopped,
-    through,
     weight,
 )
 from ..flow.nodes import arg, walk
@@ -134,7 +133,7 @@ class NanGradientAtZero(Rule):
         return None
 
     def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
-        value = through(ctx.flow, denominator) if denominator is not None else None
+        value = ctx.flow.value_of(denominator) if denominator is not None else None
         return isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and numerator is not None \
             and arg(value, 0, "tensor") is not None and ctx.text(arg(value, 0, "tensor")) == ctx.text(numerator) \
             and self._euclidean(ctx, value)
@@ -148,10 +147,10 @@ class NanGradientAtZero(Rule):
     def _summed_squares(ctx: Context, expr):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
         `reduce_sum(squared_difference(a, b))`: no epsilon added (names followed)."""
-        total = through(ctx.flow, expr) if expr is not None else None
+        total = ctx.flow.value_of(expr) if expr is not None else None
         if not (isinstance(total, cst.Call) and ctx.call_name(total) in SUMS and total.args):
             return None
-        squared = through(ctx.flow, total.args[0].value)
+        squared = ctx.flow.value_of(total.args[0].value)
         if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARED_DIFFERENCES:
             return squared
         if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARES and squared.args:

@@ -10,7 +10,7 @@ from ..edits import parenthesized, spelled
 from ..facts import Facts
 from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed, through
+from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed
 from ..flow.nodes import arg, walk
 from ..names import EXP, SUMS
 from ..probes import FORMULAS, LogSumExp, Softplus, SqrtExp, UnstableSoftmax
@@ -161,8 +161,8 @@ class UnstableFormula(Rule):
                 return self._softmax(ctx, node.left, node.right)
             if isinstance(node.operator, cst.Power) and flow.constant(node.right) == 0.5:
                 exp_call = exp_of(flow, node.left)
-                return (SqrtExp.kind, exp_call) if exp_call is not None and exp_call is through(
-                    flow, node.left) else None
+                return (SqrtExp.kind, exp_call) if exp_call is not None and exp_call is flow.value_of(
+                    node.left) else None
             return None
         name = ctx.call_name(node)
         inner = arg(node, 0, "x")
@@ -170,7 +170,7 @@ class UnstableFormula(Rule):
             return self._softmax(ctx, inner, arg(node, 1, "y"))
         if inner is None:
             return None
-        value = through(flow, inner)
+        value = flow.value_of(inner)
         if name in SQRTS:
             exp_call = self._exp_itself(ctx, value)
             return (SqrtExp.kind, exp_call) if exp_call is not None else None
@@ -186,7 +186,7 @@ class UnstableFormula(Rule):
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for one, other in ((value.left, value.right), (value.right, value.left)):
                 if flow.constant(one) == 1:
-                    exp_call = self._exp_itself(ctx, through(flow, other))
+                    exp_call = self._exp_itself(ctx, flow.value_of(other))
                     return (Softplus.kind, exp_call) if exp_call is not None else None
         return None
 

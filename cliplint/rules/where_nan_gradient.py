@@ -19,7 +19,6 @@ from ..flow.formulas import (
     never_differentiated,
     only_from,
     stopped,
-    through,
 )
 from ..flow.nodes import arg, walk
 from ..probes import WhereGradient
@@ -151,7 +150,7 @@ class WhereNanGradient(Rule):
     @staticmethod
     def _compared(ctx: Context, cond) -> Optional[cst.BaseExpression]:
         """`x` in `x > 0`, `0 < x`, `tf.equal(x, 0)`, `tf.greater(x, 0.)`, `tf.not_equal(x, 0)`."""
-        cond = through(ctx.flow, cond)
+        cond = ctx.flow.value_of(cond)
         if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
             left, right = cond.left, cond.comparisons[0].comparator
         elif isinstance(cond, cst.Call) and (ctx.call_name(cond) or "").rsplit(".", 1)[-1] in (
@@ -167,8 +166,8 @@ class WhereNanGradient(Rule):
         """(the singular expression, its input, the name it was reached through or None)."""
         if depth > 3:
             return None
-        if isinstance(expr, cst.Name) and held is None and through(ctx.flow, expr) is not expr:
-            return self._singular(ctx, through(ctx.flow, expr), x, depth + 1, expr)
+        if isinstance(expr, cst.Name) and held is None and ctx.flow.value_of(expr) is not expr:
+            return self._singular(ctx, ctx.flow.value_of(expr), x, depth + 1, expr)
         found = self._singular_here(ctx, expr, x, depth)
         return (found[0], found[1], held or found[2]) if found is not None else None
 
