@@ -35,18 +35,18 @@ TOKENS = {
     "CL001": ('clipnorm', 'clipvalue'),
     "CL002": ('compile', 'Callback', 'callbacks'),
     "CL003": ('clip_by_norm',),
-    "CL004": ('softmax', 'sigmoid', 'Softmax', 'exp('),
+    "CL004": ('softmax', 'sigmoid', 'Softmax', 'exp'),
     "CL005": ('gradient',),
     "CL006": ('clip_by_global_norm',),
     "CL007": ('clip_by',),
     "CL008": ('add_check_numerics_ops',),
     "CL009": ('clipnorm', 'clipvalue', 'clip_by'),
     "CL010": ('from_logits', '_cross_entropy'),
-    "CL011": ('exp(',),
+    "CL011": ('exp',),
     "CL012": ('rossentropy',),
     "CL013": ('softmax', 'Softmax'),
     "CL014": ('norm', 'sqrt'),
-    "CL015": ('where(',),
+    "CL015": ('where',),
 }
 # generated: end
 RULES_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")

@@ -14,7 +14,10 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from functools import lru_cache
+from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+
+from .spellings import canonical
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
 Position = Tuple[int, int]
@@ -82,7 +85,15 @@ class Facts:
         self._attribute_stores: List[Tuple[Position, str]] = []
         self._imports: List[Tuple[Position, str]] = []  # names imports bind
         self._scope_changes: List[Tuple[Position, str]] = []  # import, global, nonlocal
+        # for `refers_to`: what imports bind (as `names.ImportTable` reads them), and every
+        # outermost Name/Attribute chain (`tf.nn.softmax` in `tf.nn.softmax(x)[0]`)
+        self._import_aliases: Dict[str, str] = {}
+        self._chains: Set[str] = set()
+        self._inner: Set[int] = set()  # ids of the Names/Attributes inside a chain already seen
+        self._qualified: Optional[Set[str]] = None
         self.nesting = nesting(tree, self._see)  # the nesting gate's measure, from the same walk
+        self.callee_aliases = self._find_callee_aliases()
+        self._add_aliased_calls()
         self.statement_lines = statement_lines(tree)
         self.names_at = _Sorted(self._names)
         self.callees_at = _Sorted(self._callees)
@@ -103,12 +114,19 @@ class Facts:
 
     def _see_name(self, node: ast.Name) -> None:
         self.words.add(node.id)
+        if id(node) not in self._inner:
+            self._chains.add(node.id)
         self._names.append((_start(node), node.id))
         if not isinstance(node.ctx, ast.Load):
             self._stored.append((_start(node), node.id))
 
     def _see_attribute(self, node: ast.Attribute) -> None:
         self.words.add(node.attr)
+        if id(node) not in self._inner:  # the walk is pre-order: the outermost attribute comes first
+            chain = _dotted(node)
+            if chain is not None:
+                self._chains.add(chain)
+        self._inner.add(id(node.value))
         if isinstance(node.ctx, ast.Load):
             self._attribute_loads.append((_start(node), node.attr))
         else:
@@ -119,6 +137,11 @@ class Facts:
         self._scope_changes.append((_start(node), "import"))
         for alias in node.names:
             self._imports.append((_start(node), (alias.asname or alias.name).split(".")[0]))
+            if isinstance(node, ast.Import):
+                local = alias.asname or alias.name.split(".")[0]
+                self._import_aliases[local] = alias.name if alias.asname else local
+            elif node.module and not node.level and alias.name != "*":
+                self._import_aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
     def _see_scope_change(self, node) -> None:
         self._scope_changes.append((_start(node), type(node).__name__))
@@ -196,6 +219,36 @@ class Facts:
         if len(targets) == 1:
             self.single_assignments.append((targets[0], value))
 
+    def _find_callee_aliases(self) -> Dict[str, str]:
+        """Local name -> the function's own last name, for `clip = tf.clip_by_norm` and
+        `from tensorflow import clip_by_norm as clip` (the analysis follows both, so must the gate)."""
+        aliases = {local: full.rsplit(".", 1)[-1] for local, full in self._import_aliases.items()}
+        for target, value in self.single_assignments:
+            if isinstance(target, ast.Name) and isinstance(value, (ast.Name, ast.Attribute)):
+                aliases[target.id] = _last_part(value)
+        return {local: own for local, own in aliases.items() if local != own}
+
+    def callee(self, call: ast.Call) -> str:
+        """The last part of what `call` calls, through the module's aliases (`callee` at the top
+        of this module reads only how the call is written)."""
+        return self._own_name(callee(call))
+
+    def _own_name(self, name: str) -> str:
+        for _ in range(4):  # an alias of an alias
+            name = self.callee_aliases.get(name, name)
+        return name
+
+    def _add_aliased_calls(self) -> None:
+        """Every fact keyed by a callee's name also under the name it is an alias of."""
+        aliased = [name for name in self.calls_by_name if name in self.callee_aliases]
+        for name in aliased:
+            self.calls_by_name.setdefault(self._own_name(name), []).extend(self.calls_by_name[name])
+        if aliased:
+            self._callees.extend((at, self._own_name(name)) for at, name in list(self._callees)
+                                 if name in self.callee_aliases)
+            for names in (self.argument_callees, self.statement_callees):
+                names.update(self._own_name(name) for name in list(names))
+
     # --- derived facts ----------------------------------------------------------------------
 
     @property
@@ -207,9 +260,12 @@ class Facts:
         return self._gradient_names
 
     def _find_gradient_names(self) -> Set[str]:
-        if not self.calls & GRADIENT_CALLS:
+        if not self.mentions_gradients():
             return set()
         producers = set(GRADIENT_CALLS)
+        for target, value in self.single_assignments:  # `grad = tape.gradient`, then `grad(loss, ...)`
+            if isinstance(value, (ast.Name, ast.Attribute)) and _last_part(value) in GRADIENT_CALLS:
+                producers.update(target_names(target))
         for name, function in self._functions:
             if not GRADIENT_CALLS.isdisjoint(self.callees_at.within(function, (_first_line(function), 0))):
                 producers.add(name)
@@ -305,12 +361,73 @@ class Facts:
     def has(self, *words: str) -> bool:
         return any(word in self.words for word in words)
 
+    def refers_to(self, names: FrozenSet[str]) -> bool:
+        """Could some expression of the module stand for one of these canonical TF/Keras names
+        (`ctx.qualify` resolves a name through the imports, then through local aliases)? True
+        when a chain qualifies to one of them, to an attribute of one (`Adam.from_config`), or
+        to a namespace holding one (`m = tf.linalg` makes `m.norm` one). Sound for any carrier:
+        every alias starts from a chain written here."""
+        namespaces = _with_namespaces(names)
+        return any(name in namespaces or any(prefix in names for prefix in _prefixes(name))
+                   for name in self.qualified())
+
+    def qualified(self) -> Set[str]:
+        """The canonical names of the module's chains whose head an import binds."""
+        if self._qualified is None:
+            self._qualified = set()
+            for chain in self._chains:
+                head, _, rest = chain.partition(".")
+                full = self._import_aliases.get(head)
+                if full is not None:
+                    dotted = f"{full}.{rest}" if rest else full
+                    # a namespace's own spelling: `tensorflow.compat.v1` stands for `tensorflow`
+                    self._qualified.update((canonical(dotted), canonical(dotted + ".x")[:-2]))
+        return self._qualified
+
     def iterates_gradients(self) -> bool:
         """Could a value that holds gradients be looped over (for, comprehension, map)? The module
         computes gradients and loops over something: the engine's carriers (returns, attributes,
         containers, instances) take a gradient list anywhere, so only that much is sound. It costs
         little: 8 of keras/src's 770 files compute gradients."""
-        return bool(self.calls & GRADIENT_CALLS) and bool(self.iterables)
+        return self.mentions_gradients() and bool(self.iterables)
+
+    def mentions_gradients(self) -> bool:
+        """A gradient function is named (called, or bound to an alias first)."""
+        return not self.words.isdisjoint(GRADIENT_CALLS)
+
+
+def _last_part(node: ast.AST) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def _dotted(node: ast.Attribute) -> Optional[str]:
+    parts = []
+    current: ast.AST = node
+    while isinstance(current, ast.Attribute):
+        parts.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name):
+        return None
+    parts.append(current.id)
+    return ".".join(reversed(parts))
+
+
+def _prefixes(dotted: str) -> Iterator[str]:
+    """`a.b` and `a` for `a.b.c`."""
+    end = dotted.rfind(".")
+    while end > 0:
+        yield dotted[:end]
+        end = dotted.rfind(".", 0, end)
+
+
+@lru_cache(maxsize=64)
+def _with_namespaces(names: FrozenSet[str]) -> FrozenSet[str]:
+    """`names` and every namespace on their way: `tensorflow`, `tensorflow.linalg`, ..."""
+    found = set(names)
+    for name in names:
+        parts = name.split(".")
+        found.update(".".join(parts[:end]) for end in range(1, len(parts)))
+    return frozenset(found)
 
 
 _SEE = {

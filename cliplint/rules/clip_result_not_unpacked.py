@@ -1,13 +1,12 @@
 """CL006 clip-result-not-unpacked."""
 from __future__ import annotations
 
-import ast
 from typing import Iterator, Optional
 
 import libcst as cst
 
 from ..analysis import Context
-from ..facts import Facts, callee
+from ..facts import Facts
 from ..findings import SAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS
 from ..flow.nodes import arg
@@ -16,6 +15,7 @@ from ..probes import NotUnpacked
 from . import Invalid, Rule
 
 CLIP = "tensorflow.clip_by_global_norm"
+CLIP_CALLS = frozenset({CLIP})
 
 
 def _gradient_use(ctx: Context, node: cst.CSTNode) -> Optional[cst.CSTNode]:
@@ -81,10 +81,7 @@ class ClipResultNotUnpacked(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        """The (clipped, norm) pair bound to one name, or passed straight on as an argument."""
-        return "clip_by_global_norm" in facts.argument_callees or any(
-            isinstance(target, ast.Name) and isinstance(value, ast.Call) and callee(value) == "clip_by_global_norm"
-            for target, value in facts.single_assignments)
+        return facts.refers_to(CLIP_CALLS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

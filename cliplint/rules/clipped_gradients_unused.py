@@ -1,15 +1,13 @@
 """CL007 clipped-gradients-unused."""
 from __future__ import annotations
 
-import ast
 from typing import Iterator, List, Optional, Tuple
 
 import libcst as cst
 
 from ..analysis import Context
 from ..edits import block_encloses
-from ..facts import Facts, callee, first_argument
-from ..facts import walk as ast_walk
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
 from ..flow.gradients import APPLY_METHODS, applied
@@ -17,40 +15,6 @@ from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import appended_lists, enclosing_for, probe_roles
 from ..probes import Discarded, Name, Unused
 from . import Invalid, Rule
-
-
-def _ast_clipping(target: ast.AST, value: ast.AST) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
-    """(clipped, clipped from) in CPython's ast for the shapes `_clipping` looks for:
-    `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped = ...(grads, c)[0]`,
-    `clipped = [tf.clip_by_norm(g, c) for g in grads]`; (None, None) for anything else."""
-    if isinstance(value, ast.Call) and callee(value) == "clip_by_global_norm" \
-            and isinstance(target, (ast.Tuple, ast.List)) and target.elts:
-        return target.elts[0], first_argument(value, "t_list")
-    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call) \
-            and callee(value.value) == "clip_by_global_norm":
-        return target, first_argument(value.value, "t_list")
-    if isinstance(value, (ast.ListComp, ast.GeneratorExp)) \
-            and any(isinstance(n, ast.Call) and callee(n) == "clip_by_norm" for n in ast_walk(value.elt)):
-        iterable = value.generators[0].iter
-        if isinstance(iterable, ast.Call) and callee(iterable) == "zip" and iterable.args:
-            iterable = iterable.args[0]
-        return target, iterable
-    return None, None
-
-
-AST_CLIPS = {"clip_by_norm", "clip_by_value", "clip_by_global_norm"}
-
-
-def _ast_single_clip(target: ast.AST, value: ast.AST) -> Tuple[Optional[ast.AST], Optional[ast.AST]]:
-    """(clipped, clipped from) for `c_g = tf.clip_by_norm(g, c)` in CPython's ast."""
-    if isinstance(value, ast.Call) and callee(value) in ("clip_by_norm", "clip_by_value"):
-        return target, first_argument(value, "t")
-    return None, None
-
-
-def _renamed(clipped: Optional[ast.AST], source: Optional[ast.AST]) -> bool:
-    return isinstance(clipped, ast.Name) and clipped.id != "_" and isinstance(source, ast.Name) \
-        and source.id != clipped.id
 
 
 def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, cst.CSTNode]]:
@@ -81,6 +45,7 @@ def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name,
 
 
 CLIPS = {"tensorflow.clip_by_norm", "tensorflow.clip_by_value", "tensorflow.clip_by_global_norm"}
+CLIP_CALLS = frozenset(CLIPS)
 
 
 def _discarded(ctx: Context, call: cst.Call) -> bool:
@@ -218,11 +183,7 @@ class ClippedGradientsUnused(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        renamed = facts.has("apply_gradients", "apply") and any(
-            _renamed(*_ast_clipping(target, value)) for target, value in facts.single_assignments)
-        kept_apart = facts.has("append") and any(
-            _renamed(*_ast_single_clip(target, value)) for target, value in facts.single_assignments)
-        return renamed or kept_apart or not facts.statement_callees.isdisjoint(AST_CLIPS)
+        return facts.refers_to(CLIP_CALLS)  # every report is about a clip's result
 
     def check(self, ctx: Context) -> Iterator[Report]:
         yield from self._thrown_away(ctx)

@@ -11,9 +11,11 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.optimizers import Options, set_options
-from ..names import CLIP_OPTIONS
+from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
 from ..probes import Attribute, Construct, LateAttribute
 from . import Invalid, Rule
+
+BUILDERS = OPTIMIZER_CLASSES | OPTIMIZER_FACTORIES  # every report is about an optimizer one of them builds
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
     from ..configs import ConfigOptimizer
@@ -132,7 +134,7 @@ class ConflictingClipOptions(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return len(facts.words.intersection(CLIP_OPTIONS)) > 1
+        return len(facts.words.intersection(CLIP_OPTIONS)) > 1 and facts.refers_to(BUILDERS)
 
     def check_config(self, optimizer: "ConfigOptimizer") -> Iterator[Report]:
         present = list(optimizer.options)

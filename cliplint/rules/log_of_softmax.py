@@ -17,6 +17,7 @@ from ..probes import LOG_OF, LogOf
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
+LOG_CALLS = frozenset(LOGS)  # every report is a call of one of them
 SAMPLERS = {"tensorflow.random.categorical", "tensorflow.random.stateless_categorical"}
 # What a fix may remove between the log and the softmax: an epsilon added, a clip or a floor.
 PADDING = {"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
@@ -40,7 +41,7 @@ class LogOfSoftmax(Rule):
     name = "log-of-softmax"
     summary = "`log` is applied to a softmax (or sigmoid) output instead of using `log_softmax`."
     severity = "error"
-    tokens = (b"softmax", b"sigmoid", b"Softmax", b"exp(")  # exp(: a softmax or sigmoid written out
+    tokens = (b"softmax", b"sigmoid", b"Softmax", b"exp")  # exp: a softmax or sigmoid written out
     why = """
         `softmax` underflows to exactly 0 for a class whose logit is far below the largest one,
         and `log(0)` is `-inf`. In float32 this happens once the logit gap passes about 87
@@ -138,7 +139,7 @@ class LogOfSoftmax(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("log") and facts.has(*PROBABILITY_WORDS)
+        return facts.refers_to(LOG_CALLS) and facts.has(*PROBABILITY_WORDS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

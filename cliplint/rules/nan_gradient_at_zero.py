@@ -101,7 +101,7 @@ class NanGradientAtZero(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("norm", "sqrt")
+        return facts.refers_to(NORMS | SQRTS)  # a norm, `sqrt`, or `x / norm(x)`
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for node in ctx.nodes(cst.Call, cst.BinaryOperation):

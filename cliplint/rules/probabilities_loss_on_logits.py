@@ -22,6 +22,7 @@ LOSS_FUNCTIONS = {f"{module}.{n}": cls for module in ("keras.losses", "keras.met
 # Layers whose output is linear unless an activation is given (keyword `activation`; Dense's second argument).
 LINEAR_LAYERS = ("keras.layers.Dense", "keras.layers.Conv1D", "keras.layers.Conv2D", "keras.layers.Conv3D",
                  "keras.layers.EinsumDense")
+LINEAR = frozenset(LINEAR_LAYERS)
 NOT_SQUASHING = (None, "linear", "relu")
 TRAINING = ("fit", "fit_generator", "train_on_batch")
 
@@ -109,7 +110,8 @@ class ProbabilitiesLossOnLogits(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return any("rossentropy" in w for w in facts.words)
+        # the loss (a class, a function or its string name) and a linear last layer it is given
+        return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

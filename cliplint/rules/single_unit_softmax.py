@@ -14,6 +14,10 @@ from ..names import SEQUENTIAL, SOFTMAX
 from ..probes import SingleUnit
 from . import Invalid, Rule
 
+SOFTMAX_LAYERS = ("keras.layers.Softmax", "keras.layers.Activation")
+# Every report starts at a Dense layer or a softmax (a function, or a layer applied)
+GATE = frozenset({"keras.layers.Dense", *SOFTMAX_LAYERS, *SOFTMAX})
+
 MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (measured: 0.99999994), so the "
            "model learns nothing; Keras 3 warns only at run time. Use a sigmoid with a binary loss, or two units "
            "with softmax.")
@@ -63,7 +67,7 @@ class SingleUnitSoftmax(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("softmax", "Softmax")
+        return facts.refers_to(GATE)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
@@ -93,7 +97,7 @@ class SingleUnitSoftmax(Rule):
             if isinstance(before, cst.Call) and isinstance(after, cst.Call) \
                     and ctx.call_name(before) == "keras.layers.Dense" and self._one_unit(ctx, before) \
                     and activation_of(ctx.flow, before) is None \
-                    and ctx.call_name(after) in ("keras.layers.Activation", "keras.layers.Softmax") \
+                    and ctx.call_name(after) in SOFTMAX_LAYERS \
                     and activation_of(ctx.flow, after) == "softmax":
                 yield Report(after, MESSAGE, probe=SingleUnit())
 
@@ -103,8 +107,7 @@ class SingleUnitSoftmax(Rule):
             axis = arg(call, 1, "axis")
             if axis is not None and ctx.flow.constant(axis) not in (-1,):
                 return False
-        elif not (isinstance(call.func, cst.Call) and ctx.call_name(call.func) in ("keras.layers.Softmax",
-                                                                                   "keras.layers.Activation")
+        elif not (isinstance(call.func, cst.Call) and ctx.call_name(call.func) in SOFTMAX_LAYERS
                   and activation_of(ctx.flow, call.func) == "softmax" and arg(call.func, 99, "axis") is None):
             return False
         source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")

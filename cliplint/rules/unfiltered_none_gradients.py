@@ -7,7 +7,7 @@ import libcst as cst
 
 from ..analysis import Context
 from ..edits import rebound_between, statement_line
-from ..facts import GRADIENT_CALLS, Facts
+from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
@@ -19,7 +19,7 @@ from . import Invalid, Rule
 def _zips_gradients_with_none_test(facts: Facts) -> bool:
     """`zip(grads, ...)` of a value that may hold gradients, in a module that tests for None
     (the only way a gradient or variable list gets filtered)."""
-    return facts.none_compare and bool(facts.calls & GRADIENT_CALLS) \
+    return facts.none_compare and facts.mentions_gradients() \
         and any(facts.carries_gradients(first) for first in facts.zipped_first)
 
 # TensorFlow functions that accept None entries (they take lists, and skip None).

@@ -44,7 +44,7 @@ class UnstableFormula(Rule):
     summary = ("A softmax, log-sum-exp, softplus or `sqrt(exp(x))` is written out by hand and overflows where "
                "TensorFlow's own op does not.")
     severity = "error"
-    tokens = (b"exp(",)
+    tokens = (b"exp",)
     why = """
         `exp` overflows float32 once its input passes about 88.7: `exp(100.)` is `inf`. Written
         out by hand, a softmax `exp(x) / reduce_sum(exp(x))` then gives `inf / inf = nan`
@@ -131,7 +131,7 @@ class UnstableFormula(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("exp")
+        return facts.refers_to(EXP)  # every formula overflows through an `exp` call
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for node in ctx.nodes(cst.BinaryOperation, cst.Call):

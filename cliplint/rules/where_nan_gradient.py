@@ -42,7 +42,7 @@ class WhereNanGradient(Rule):
     name = "where-nan-gradient"
     summary = "`tf.where(cond, f(x), other)` masks the point where `f` is undefined, but its gradient is still NaN."
     severity = "error"
-    tokens = (b"where(",)
+    tokens = (b"where",)
     context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
     why = """
         `tf.where` computes both branches and sends the gradient through the one that is not
@@ -108,7 +108,7 @@ class WhereNanGradient(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.has("where")
+        return facts.refers_to(WHERES)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

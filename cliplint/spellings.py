@@ -1,0 +1,51 @@
+"""Canonical spellings of TensorFlow/Keras names, without libcst: the ast gate (`facts.py`)
+qualifies names with the same table as the analysis (`names.py`).
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+# Longest prefix first: each maps a spelling of a namespace to its canonical one.
+_PREFIXES = (
+    ("tensorflow.compat.v1.keras.", "keras."),
+    ("tensorflow.compat.v2.keras.", "keras."),
+    ("tensorflow.python.keras.", "keras."),
+    ("tensorflow.keras.", "keras."),
+    ("keras._tf_keras.keras.", "keras."),
+    ("keras.api._v2.keras.", "keras."),
+    ("tf_keras.", "keras."),
+    ("tensorflow.compat.v1.", "tensorflow."),
+    ("tensorflow.compat.v2.", "tensorflow."),
+    ("keras.optimizers.experimental.", "keras.optimizers."),
+    ("tensorflow.contrib.slim.", "tensorflow.contrib.layers."),  # slim re-exports contrib's layers
+    ("tf_slim.layers.", "tensorflow.contrib.layers."),
+    ("tf_slim.", "tensorflow.contrib.layers."),
+)
+
+# Symbols TensorFlow exports under several names.
+_SYNONYMS = {
+    "tensorflow.log": "tensorflow.math.log",
+    "tensorflow.math.softmax": "tensorflow.nn.softmax",
+    "tensorflow.sigmoid": "tensorflow.math.sigmoid",
+    "tensorflow.nn.sigmoid": "tensorflow.math.sigmoid",
+    "tensorflow.norm": "tensorflow.linalg.norm",
+    "tensorflow.global_norm": "tensorflow.linalg.global_norm",
+    "tensorflow.multinomial": "tensorflow.random.categorical",
+    "tensorflow.random.multinomial": "tensorflow.random.categorical",
+    "tensorflow.clip_by_average_norm": "tensorflow.clip_by_norm",
+    "keras.ops.nn.softmax": "keras.ops.softmax",
+    "keras.ops.nn.sigmoid": "keras.ops.sigmoid",
+    "keras.ops.numpy.log": "keras.ops.log",
+}
+
+
+@lru_cache(maxsize=4096)
+def canonical(dotted: str) -> str:
+    """The canonical spelling of a fully qualified name (memoised: every call of a module is
+    qualified, and a module calls few distinct names)."""
+    if dotted in ("tensorflow.keras", "tf_keras", "tensorflow.python.keras"):
+        return "keras"
+    for prefix, replacement in _PREFIXES:
+        if dotted.startswith(prefix):
+            dotted = replacement + dotted[len(prefix):]
+    return _SYNONYMS.get(dotted, dotted)
