@@ -13,7 +13,7 @@ import re
 import sys
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type, Union, overload
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
@@ -21,7 +21,7 @@ from libcst._nodes.internal import CodegenState  # positions: see Positions
 from .facts import cpython_tree, nesting, split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
-from .flow.nodes import children, first_numbered
+from .flow.nodes import M, N, children, first_numbered
 from .names import ImportTable
 from .probes import payload
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
@@ -160,7 +160,13 @@ class Context:
             self.imports.add(node)
         self.flow = Flow(self, probes)
 
-    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
+    @overload
+    def nodes(self, kind: Type[N], /) -> List[N]: ...
+
+    @overload
+    def nodes(self, kind: Type[N], other: Type[M], /) -> List[Union[N, M]]: ...
+
+    def nodes(self, *types: Type[cst.CSTNode]) -> List[Any]:
         """All nodes of the given types, in source order."""
         if len(types) == 1:
             return self._by_type.get(types[0], [])
@@ -183,7 +189,7 @@ class Context:
             name = self.flow.alias_of(expr)
         return name
 
-    def call_name(self, node: cst.CSTNode) -> Optional[str]:
+    def call_name(self, node: Optional[cst.CSTNode]) -> Optional[str]:
         """Canonical name of the function a Call calls (memoised: every rule asks)."""
         if not isinstance(node, cst.Call):
             return None

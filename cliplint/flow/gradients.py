@@ -13,7 +13,7 @@ import libcst as cst
 
 from .carriers import PASS_THROUGH, origins
 from .local import Binding, Dataflow
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, arg, target_names, tests_none, walk
+from .nodes import MAX_DEPTH, arg, target_names, tests_none, walk
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,9 @@ class Gradients:
                 return None
             if func == "enumerate" and iterable.args:
                 grads = self.gradient_list(iterable.args[0].value, depth + 1)
-                key = (1, 0) if grads is not None and grads.pairs else (1,)
-                if grads is not None and key in by_path:  # `for i, (grad, var) in enumerate(gvs)`
-                    return grads, [by_path[key]]
+                at: Tuple[int, ...] = (1, 0) if grads is not None and grads.pairs else (1,)
+                if grads is not None and at in by_path:  # `for i, (grad, var) in enumerate(gvs)`
+                    return grads, [by_path[at]]
                 return None
         grads = self.gradient_list(iterable, depth + 1)
         if grads is None:
@@ -181,8 +181,8 @@ class Gradients:
         owner = binding.owner
         if isinstance(owner, cst.For):
             return tests_none(owner.body, use.value)
-        if type(owner) in COMPREHENSION_TYPES:
-            comp_for = owner.for_in
+        if isinstance(owner, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):  # COMPREHENSION_TYPES
+            comp_for: Optional[cst.CompFor] = owner.for_in
             while comp_for is not None:
                 if any(tests_none(cond.test, use.value) for cond in comp_for.ifs):
                     return True

@@ -8,11 +8,14 @@ a structural type, so this package does not import the module that builds it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional, Protocol, Tuple, Type
+from typing import Dict, Iterator, List, Optional, Protocol, Tuple, Type, TypeVar, Union, overload
 
 import libcst as cst
 
 from ..names import ImportTable
+
+N = TypeVar("N", bound=cst.CSTNode)  # `nodes(cst.Call)` is a list of calls
+M = TypeVar("M", bound=cst.CSTNode)
 
 # Compared with type(), not isinstance: libcst's nodes are ABCs, and these tests run per name.
 SCOPE_TYPES = frozenset((cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef))
@@ -29,7 +32,11 @@ class ModuleIndex(Protocol):
     pre: Dict[cst.CSTNode, int]
     post: Dict[cst.CSTNode, int]
 
-    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]: ...
+    @overload
+    def nodes(self, kind: Type[N], /) -> List[N]: ...
+
+    @overload
+    def nodes(self, kind: Type[N], other: Type[M], /) -> List[Union[N, M]]: ...
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
 
@@ -37,7 +44,7 @@ class ModuleIndex(Protocol):
 
     def qualify(self, expr: cst.BaseExpression) -> Optional[str]: ...
 
-    def call_name(self, node: cst.CSTNode) -> Optional[str]: ...
+    def call_name(self, node: Optional[cst.CSTNode]) -> Optional[str]: ...
 
     def text(self, node: cst.CSTNode) -> str: ...
 

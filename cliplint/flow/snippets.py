@@ -4,11 +4,11 @@ probe binds to stand-in gradients, variables and empty lists.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, Optional, Tuple
 
 import libcst as cst
 
-from ..probes import Snippet
+from ..probes import Name, Snippet
 from .constants import UNKNOWN, constant
 from .gradients import Gradients, GradList
 from .local import Dataflow
@@ -100,13 +100,13 @@ def enclosing_for(flow: Dataflow, node: cst.CSTNode) -> Optional[cst.For]:
     return None
 
 
-def appended_lists(owner: cst.CSTNode) -> List[str]:
+def appended_lists(owner: Optional[cst.CSTNode]) -> Tuple[Name, ...]:
     """Names of the lists a `for` loop appends to (`kept`, `self.clipped`): the probe starts them empty."""
     if not isinstance(owner, cst.For):
-        return []
-    return sorted({_receiver(sub.func.value) for sub in walk(owner.body) if isinstance(sub, cst.Call)
-                   and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
-                   and _receiver(sub.func.value)})
+        return ()
+    return tuple(sorted({Name(_receiver(sub.func.value)) for sub in walk(owner.body) if isinstance(sub, cst.Call)
+                         and isinstance(sub.func, cst.Attribute) and sub.func.attr.value in ("append", "extend")
+                         and _receiver(sub.func.value)}))
 
 
 def _receiver(node: cst.BaseExpression) -> str:
@@ -117,9 +117,9 @@ def _receiver(node: cst.BaseExpression) -> str:
     return ""
 
 
-def origin_name(flow: Dataflow, grads: GradList) -> Optional[str]:
+def origin_name(flow: Dataflow, grads: GradList) -> Optional[Name]:
     """The name `tape.gradient(...)` was assigned to (`grads` in `grads = tape.gradient(...)`)."""
     parent = flow.ctx.parent.get(grads.origin)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-        return parent.targets[0].target.value
+        return Name(parent.targets[0].target.value)
     return None

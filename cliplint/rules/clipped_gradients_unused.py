@@ -17,11 +17,12 @@ from ..probes import Discarded, Name, Unused
 from . import Invalid, Rule
 
 
-def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, cst.CSTNode]]:
+def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, Optional[cst.Call]]]:
     """(clipped name, unclipped list name at the clip, clip call) for an assignment that clips a
     gradient list into a new name."""
     target = assign.targets[0].target if len(assign.targets) == 1 else None
     value = assign.value
+    call: Optional[cst.Call]
     if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) \
             and ctx.call_name(value) == "tensorflow.clip_by_global_norm":
         names = dict((path, name.value) for name, path in target_names(target))
@@ -83,7 +84,7 @@ def _iteration(ctx: Context, assign: cst.Assign) -> cst.CSTNode:
             return ancestor.body
         if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
             break
-    return ctx.parent.get(ctx.parent.get(assign))
+    return ctx.parent.get(ctx.parent.get(assign) or assign) or assign  # a statement's line, then its block
 
 
 def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> Discarded:
@@ -91,11 +92,12 @@ def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> Disca
     statement) on stand-in gradients, then what is left of them: the iterated list, or the list
     the unclipped `kept` tensor is appended to."""
     loop = enclosing_for(ctx.flow, call)
-    statement = loop if loop is not None else ctx.parent.get(ctx.parent.get(call))
+    line = ctx.parent.get(call)  # an expression statement: the call's line, then its block
+    statement = loop or (ctx.parent.get(line) if line is not None else None) or call
     tensor = arg(call, 0, "t") or arg(call, 0, "t_list")
     return Discarded(ctx.flow.snippet(statement), ctx.flow.snippet(call),
                      tensor=Name(ctx.text(tensor)) if isinstance(tensor, cst.Name) else None,
-                     kept=Name(kept) if kept else None, appends=appended_lists(loop) if loop is not None else (),
+                     kept=Name(kept) if kept else None, appends=appended_lists(loop),
                      **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {}))
 
 

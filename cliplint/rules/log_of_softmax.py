@@ -173,13 +173,15 @@ class LogOfSoftmax(Rule):
         `gather`), the softmax has arguments the log form does not take, its inputs change
         between the two, or the file imports nothing that names the log form."""
         kind, node = source.kind, source.node
-        name = ctx.call_name(node) if isinstance(node, cst.Call) else None
+        if not isinstance(node, cst.Call):
+            return None
+        name = ctx.call_name(node)
         if name not in LOG_FORMS or any(a.star for a in node.args):
             return None
         path = self._path(ctx, arg(log, 0, "x"), node, kind, [])
         if path is None or not self._same_inputs(ctx, node, log):
             return None
-        renamed, targets = LOG_FORMS[name]
+        renamed, targets = LOG_FORMS[name]  # name is one of LOG_FORMS' keys: not None
         func = renamed_callee(ctx.imports, node.func, renamed, targets) if renamed else spelled(ctx.imports, targets)
         args = self._arguments(node, kind)
         if func is None or args is None:
@@ -250,14 +252,19 @@ class LogOfSoftmax(Rule):
         direct = isinstance(node, cst.Call) and ctx.call_name(node) in SOFTMAX | SIGMOID
         return LOG_OF[kind](ctx.flow.snippet(call), padded, ctx.flow.snippet(node) if direct else None)
 
+    @staticmethod
+    def _sampler_given(ctx: Context, node: cst.CSTNode) -> bool:
+        """`node` is an argument of `tf.random.categorical` (or another sampler)."""
+        argument = ctx.parent.get(node)
+        return isinstance(argument, cst.Arg) and ctx.call_name(ctx.parent.get(argument)) in SAMPLERS
+
     def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:
         parent = ctx.parent.get(call)
         if isinstance(parent, cst.Arg):
-            return ctx.call_name(ctx.parent.get(parent)) in SAMPLERS
+            return self._sampler_given(ctx, call)
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
                 and isinstance(parent.targets[0].target, cst.Name):
             uses = ctx.flow.uses_after(parent.targets[0].target.value, parent)
             return bool(uses) and all(
-                isinstance(ctx.parent.get(u), cst.Arg) and ctx.call_name(ctx.parent.get(ctx.parent.get(u))) in SAMPLERS
-                for u in uses)
+                self._sampler_given(ctx, u) for u in uses)
         return False

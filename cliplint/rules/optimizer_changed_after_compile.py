@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Type
+from typing import Dict, Iterator, List, Optional, Type
 
 import libcst as cst
 
@@ -130,7 +130,7 @@ class OptimizerChangedAfterCompile(Rule):
             facts.has("compile") and (facts.has("setattr") or _rebinds_compiled_optimizer(facts)))
 
     def check(self, ctx: Context) -> Iterator[Report]:
-        by_scope = {}
+        by_scope: Dict[Optional[cst.CSTNode], List[Event]] = {}
         for event in self._events(ctx):
             by_scope.setdefault(ctx.flow.scope_of(event.node), []).append(event)
         for events in by_scope.values():

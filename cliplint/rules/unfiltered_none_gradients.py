@@ -12,7 +12,7 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
-from ..probes import Misaligned, NoneUnsafe
+from ..probes import Misaligned, Name, NoneUnsafe
 from . import Invalid, Rule
 
 
@@ -183,7 +183,7 @@ class UnfilteredNoneGradients(Rule):
             parent = ctx.parent.get(use)
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None
-            if op is None:
+            if op is None or op_node is None:
                 continue
             element = ctx.flow.gradient_element(use)
             if element is None:
@@ -237,7 +237,7 @@ class UnfilteredNoneGradients(Rule):
                 f"Filter the pairs together: `[(g, v) for g, v in zip(grads, variables) if g is not None]`."),
                 severity="error", probe=Misaligned(
                     ctx.flow.snippet(call), tuple(ctx.flow.snippet(s) for s in self._statements(ctx, call)),
-                    origin_name(ctx.flow, grads), ctx.text(grads.sources) if grads.sources is not None else None),
+                    origin_name(ctx.flow, grads), Name(ctx.text(grads.sources)) if grads.sources is not None else None),
                 fix=self._pairs_fix(ctx, call))
 
     @staticmethod
@@ -247,7 +247,9 @@ class UnfilteredNoneGradients(Rule):
         removed. Only when that line is a plain filter whose result is used by this zip alone,
         and `G` still means the same list at the zip."""
         zipped = call.args[0].value
-        binding = ctx.flow.binding_of(zipped) if isinstance(zipped, cst.Name) else None
+        if not isinstance(zipped, cst.Name):
+            return None
+        binding = ctx.flow.binding_of(zipped)
         if binding is None or binding.kind != "assign" or binding.path or len(call.args) != 2:
             return None
         comp, assign = binding.value, binding.owner
