@@ -207,6 +207,7 @@ def _partial(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"def {name}(x, scale):", "    return x * scale", ""], f"functools.partial({name}, scale=1.0)({value})"
 
 
+CLOSURES = ("while_loop",)  # carriers whose definitions read the training function's names
 CARRIERS = {
     "direct": lambda value, depth: ([], value),
     "name": _assign("{value}"),
@@ -299,8 +300,9 @@ def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[st
     for depth, name in enumerate(carriers):
         added, value = CARRIERS[name](value, depth)
         # A definition that reads only the logits sits at module level; one that reads what an
-        # earlier carrier bound in the training function is a closure inside it.
-        defines = bool(added) and added[0].startswith(("def ", "class "))
+        # earlier carrier bound in the training function is a closure inside it, and so is a loop
+        # body with the statement running the loop.
+        defines = bool(added) and added[0].startswith(("def ", "class ")) and name not in CLOSURES
         (definitions if defines and not body else body).extend(added)
     body.append(f"loss = {sink.format(value=value)}")
     body.append("return loss")
@@ -376,6 +378,35 @@ def _render_gradient(value: str, carriers: Sequence[str], sink: str, to_apply: s
     return "\n".join(lines) + "\n", lines.index("    " + sink_line) + 1
 
 
+# --- hand-written formulas: an `exp`, a difference or a `log` carried to the formula it breaks ------
+
+# name -> (code, the value made from the logits, its stable twin, the sink the value reaches)
+FORMULAS = {
+    "exp / sum (softmax)": ("CL011", "tf.exp(logits)", "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))",
+                            "{value} / tf.reduce_sum({value}, axis=-1, keepdims=True)"),
+    "log of a sum of exp": ("CL011", "tf.exp(logits)", "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))",
+                            "tf.math.log(tf.reduce_sum({value}, axis=-1))"),
+    "log(1 + exp)": ("CL011", "tf.exp(logits)", "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))",
+                     "tf.math.log(1.0 + {value})"),
+    "norm of a difference": ("CL014", "(logits - features)", "logits", "tf.norm({value}, axis=-1)"),
+    "where over a log": ("CL015", "tf.math.log(logits)", "tf.math.log(tf.where(logits > 0, logits, 1.0))",
+                         "tf.where(logits > 0, {value}, tf.zeros_like(logits))"),
+}
+# The carriers that hand a value on unchanged (a scale, an epsilon or a reshape changes what a
+# formula computes: a norm of `d + eps` is no longer zero where the points coincide).
+FORMULA_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
+                    "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
+                    "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus",
+                    "TensorArray", "while_loop", "map_structure")
+
+
+def build_formula(formula: str, carriers: Sequence[str]) -> Program:
+    code, value, stable, sink = FORMULAS[formula]
+    text, line = _render(value, carriers, sink)
+    twin, _ = _render(stable, carriers, sink)
+    return Program(value, tuple(carriers), formula, text, (twin,), line, code)
+
+
 def matrix(nested: bool = True) -> Iterator[Program]:
     """Every source x carrier x sink, then every ordered pair of carriers (source and sink rotated
     through so each pair meets several of them)."""
@@ -393,6 +424,10 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     # every carrier on the way to the sink, after every carrier from the source
     for index, (carrier, to_apply) in enumerate(itertools.product(GRADIENT_CARRIERS, APPLY_CARRIERS)):
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply)
+    for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
+        yield build_formula(formula, [carrier])
+    for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):
+        yield build_formula(list(FORMULAS)[index % len(FORMULAS)], [outer, inner])
 
 
 def sample(size: int, seed: int = 25) -> List[Program]:

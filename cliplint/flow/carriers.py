@@ -19,15 +19,26 @@ and classifies those, to a bounded depth. The hops:
 `enumerate`): an element of probabilities is probabilities, an element of a gradient list is not.
 `collected(flow, value, owner)` is the way back: the list a loop or comprehension gathers each
 value into.
+
+`held(flow, expr)` goes out of a container: what the element `expr` reads may be (any element of
+a list filled by `append`, of a dict, of a comprehension; what a `TensorArray` was written;
+the structure `map_structure` hands on unchanged). `trace(flow, expr, classify)` walks both
+hops from `expr` until `classify` recognises a value: the one walk a model needs when what it
+looks for travels unchanged (an `exp`, a difference, a sum). `same_value(flow, a, b)`: do two
+expressions hold one value (the same text, or the same place they come from)?
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Callable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
 import libcst as cst
 
+from ..names import MAPPERS
 from .constants import UNKNOWN, constant
 from .local import Binding, Dataflow
+from .nodes import MAX_DEPTH, arg
+
+Found = TypeVar("Found")
 
 PASS_THROUGH = ("list", "tuple")
 
@@ -151,3 +162,101 @@ def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExp
             and not any(isinstance(e, cst.StarredElement) for e in container.elements):
         return container.elements[key].value
     return None
+
+
+TENSOR_ARRAY_READS = ("stack", "concat", "gather", "read")
+TRACE_LIMIT = MAX_DEPTH * 8  # expressions visited by one `trace`: call sites fan out
+
+
+def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """What the element `expr` reads may hold, when `element_at` cannot say which one."""
+    if isinstance(expr, cst.Subscript) and element_at(flow, expr) is None:
+        return _elements(flow, expr.value)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        if method in TENSOR_ARRAY_READS:  # `ta.stack()`: what `ta` was written
+            return [expr.func.value]
+        if method == "write":  # `ta = ta.write(t, value)`
+            written = arg(expr, 1, "value")
+            return [written] if written is not None else []
+    if isinstance(expr, cst.Call) and flow.ctx.call_name(expr) in MAPPERS and _identity(arg(expr, 0, "fn")):
+        structure = arg(expr, 1, "elems") or arg(expr, 1, "structure")
+        return [structure] if structure is not None else []
+    return []
+
+
+def _elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """Every value a container holds: a literal's elements, a dict's values, a comprehension's
+    element, and whatever was appended to a list named here."""
+    value = flow.value_of(container)
+    found: List[cst.BaseExpression] = []
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        found += [e.value for e in value.elements]
+    elif isinstance(value, cst.Dict):
+        found += [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        found.append(value.elt)
+    if isinstance(container, cst.Name):
+        binding = flow.binding_of(container)
+        scope = binding.scope if binding is not None else flow.scope_of(container)
+        found += [b.value for b in flow.appended(container.value, scope) if b.value is not None]
+    return found
+
+
+def _identity(function: Optional[cst.BaseExpression]) -> bool:
+    """`lambda t: t`."""
+    return isinstance(function, cst.Lambda) and len(function.params.params) == 1 \
+        and isinstance(function.body, cst.Name) and function.body.value == function.params.params[0].name.value
+
+
+def trace(flow: Dataflow, expr: Optional[cst.BaseExpression],
+          classify: Callable[[cst.BaseExpression], Optional[Found]],
+          through: Callable[[cst.BaseExpression], List[cst.BaseExpression]] = lambda e: []) -> Optional[Found]:
+    """The first value `classify` recognises in `expr` or where its value comes from: back
+    through every carrier (`origins`), out of containers (`held`), and through the hops a model
+    adds (`through`: transforms that keep what it looks for, such as a reshape of a sum).
+    Breadth first, so the nearest answer wins; bounded, so cycles and recursion end."""
+    todo = [expr] if expr is not None else []
+    seen: Set[cst.BaseExpression] = set()
+    while todo and len(seen) < TRACE_LIMIT:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        found = classify(current)
+        if found is not None:
+            return found
+        todo += [o.expr for o in origins(flow, current)] + held(flow, current) + through(current)
+    return None
+
+
+def sources(flow: Dataflow, expr: cst.BaseExpression) -> Set[object]:
+    """Where the value of `expr` starts: the expressions and unassigned bindings (a parameter
+    no call passes, a loop variable) that carriers lead back to and no further."""
+    starts: Set[object] = set()
+    todo, seen = [expr], set()
+    while todo and len(seen) < TRACE_LIMIT:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        before = origins(flow, current) + [Origin(e, ()) for e in held(flow, current)]
+        if before:
+            todo += [o.expr for o in before]
+            continue
+        binding = flow.binding_of(current) if isinstance(current, (cst.Name, cst.Attribute)) else None
+        starts.add((binding.owner, binding.name) if binding is not None else current)
+    return starts
+
+
+def same_value(flow: Dataflow, one: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+    """Do `one` and `other` hold the same value: written alike in one place, or both coming from
+    the same start (`logits` in a helper and the `logits` its caller passed)?"""
+    if flow.ctx.text(one) == flow.ctx.text(other) and (
+            flow.scope_of(one) is flow.scope_of(other) or not _bound_here(flow, one) or not _bound_here(flow, other)):
+        return True  # written alike, in one scope or naming what no binding of this module says
+    return not sources(flow, one).isdisjoint(sources(flow, other))
+
+
+def _bound_here(flow: Dataflow, expr: cst.BaseExpression) -> bool:
+    return not isinstance(expr, cst.Name) or flow.binding_of(expr) is not None

@@ -8,16 +8,17 @@ rule's policy: the rules decide what to report from these answers.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
 from ..names import EXP, SHAPE_CHANGES, SUMS
-from .carriers import origins
+from .carriers import trace
 from .constants import UNKNOWN, constant
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
 
+SUBTRACTIONS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 LOGS = frozenset({"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
 LOG1P = frozenset({"tensorflow.math.log1p", "keras.ops.log1p", "tensorflow.log1p"})
 SQRTS = frozenset({"tensorflow.sqrt", "tensorflow.math.sqrt", "keras.ops.sqrt", "keras.backend.sqrt"})
@@ -78,36 +79,36 @@ def number(flow: Dataflow, expr) -> object:
     return found if isinstance(found, (int, float)) and not isinstance(found, bool) else UNKNOWN
 
 
-def exp_of(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
-    """The `exp(...)` call `expr` is, or holds as a factor (`exp(x) * mask`): names followed, and
-    the engine's carriers (a parameter's arguments, a helper's returns, `self.x`)."""
-    value = flow.value_of(expr)
-    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
-        return value
-    if depth >= 3:
+def exp_of(flow: Dataflow, expr: Optional[cst.BaseExpression], factors: bool = True,
+           depth: int = 0) -> Optional[cst.Call]:
+    """The `exp(...)` call `expr` holds, through every carrier (`carriers.trace`), or holds as a
+    factor (`exp(x) * mask`) unless `factors` is False."""
+    def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
+            return value
+        if factors and depth < 3 and isinstance(value, cst.BinaryOperation) \
+                and isinstance(value.operator, cst.Multiply):
+            return exp_of(flow, value.left, factors, depth + 1) or exp_of(flow, value.right, factors, depth + 1)
         return None
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-        return exp_of(flow, value.left, depth + 1) or exp_of(flow, value.right, depth + 1)
-    if isinstance(value, (cst.Name, cst.Attribute, cst.Call)):
-        return next(filter(None, (exp_of(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
-    return None
+    return trace(flow, expr, classify)
 
 
-def summed(flow: Dataflow, expr: cst.BaseExpression) -> Optional[cst.Call]:
-    """The `reduce_sum(...)` call `expr` is, through names, shape changes, indexing (`[:, None]`)
-    and an added epsilon."""
-    value = flow.value_of(expr)
-    for _ in range(MAX_DEPTH):
+def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.Call]:
+    """The `reduce_sum(...)` call `expr` holds, through every carrier and through what keeps a
+    sum a sum here: shape changes, indexing (`[:, None]`) and an added epsilon."""
+    def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
+        return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUMS and value.args else None
+
+    def keeps_the_sum(value: cst.BaseExpression) -> List[cst.BaseExpression]:
         if isinstance(value, cst.Subscript):
-            value = flow.value_of(value.value)
-        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
+            return [value.value]
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
                 and constant(flow, value.right) is not UNKNOWN:
-            value = flow.value_of(value.left)
-        elif isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
-            value = flow.value_of(value.args[0].value)
-        else:
-            break
-    return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUMS and value.args else None
+            return [value.left]
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
+            return [value.args[0].value]
+        return []
+    return trace(flow, expr, classify, keeps_the_sum)
 
 
 def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> bool:
@@ -246,15 +247,15 @@ def _same(flow: Dataflow, a, b) -> bool:
     return flow.ctx.text(a) == flow.ctx.text(b)
 
 
-def difference(flow: Dataflow, expr) -> Optional[cst.BinaryOperation]:
-    """The `a - b` (or `tf.subtract(a, b)`) `expr` is, names followed, else None."""
-    value = flow.value_of(expr)
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
-        return value
-    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ("tensorflow.subtract", "tensorflow.math.subtract",
-                                                                       "keras.ops.subtract"):
-        return value
-    return None
+def difference(flow: Dataflow, expr) -> Optional[cst.CSTNode]:
+    """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier, else None."""
+    def classify(value: cst.BaseExpression) -> Optional[cst.CSTNode]:
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
+            return value
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUBTRACTIONS:
+            return value
+        return None
+    return trace(flow, expr, classify)
 
 
 def operands(diff) -> tuple:

@@ -23,13 +23,12 @@ from ..names import (
     STACKS,
     SUMS,
 )
-from .carriers import element_at, iterated, origins
+from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins
 from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, arg
 
 # TensorArray methods that read back what `write` stored.
-TENSOR_ARRAY_READS = ("stack", "concat", "gather", "read")
 
 
 class Source(NamedTuple):

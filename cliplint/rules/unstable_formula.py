@@ -160,9 +160,8 @@ class UnstableFormula(Rule):
             if isinstance(node.operator, cst.Divide):
                 return self._softmax(ctx, node.left, node.right)
             if isinstance(node.operator, cst.Power) and flow.constant(node.right) == 0.5:
-                exp_call = exp_of(flow, node.left)
-                return (SqrtExp.kind, exp_call) if exp_call is not None and exp_call is flow.value_of(
-                    node.left) else None
+                exp_call = exp_of(flow, node.left, factors=False)
+                return (SqrtExp.kind, exp_call) if exp_call is not None else None
             return None
         name = ctx.call_name(node)
         inner = arg(node, 0, "x")
@@ -192,7 +191,7 @@ class UnstableFormula(Rule):
 
     @staticmethod
     def _exp_itself(ctx: Context, value) -> Optional[cst.Call]:
-        return value if isinstance(value, cst.Call) and exp_of(ctx.flow, value) is value else None
+        return exp_of(ctx.flow, value, factors=False)
 
     @staticmethod
     def _softmax(ctx: Context, top, bottom) -> Optional[Tuple[str, cst.Call]]:

@@ -8,6 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, Report
+from ..flow.carriers import same_value, trace
 from ..flow.constants import UNKNOWN
 from ..flow.formulas import (
     DIVIDES,
@@ -130,7 +131,8 @@ class WhereNanGradient(Rule):
                                   # the name holding the singular value: replayed first
                                   setup=ctx.flow.snippet(assign) if isinstance(assign, cst.Assign) else None,
                                   at_one=ctx.call_name(singular) in ARC_FUNCTIONS)
-            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x) if held is None else None)
+            fixable = held is None and ctx.encloses(call, singular)  # the guard goes where the where is
+            yield Report(call, message, probe=probe, fix=self._fix(ctx, call, singular, x) if fixable else None)
 
     def _masked(self, ctx: Context, where: cst.Call) -> Optional[tuple]:
         """(the singular sub-expression, its input, the input as the condition compares it, the
@@ -140,7 +142,7 @@ class WhereNanGradient(Rule):
         if compared is None or away_from_zero(ctx.flow, compared):
             return None
         for branch in (where.args[1].value, where.args[2].value):
-            found = self._singular(ctx, branch, ctx.text(compared), 0)
+            found = self._singular(ctx, branch, compared)
             # made of labels, masks and shapes alone, the branch has no gradient to spoil
             if found is not None and not only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
                 singular, x, held = found
@@ -162,34 +164,45 @@ class WhereNanGradient(Rule):
             return left
         return right if ctx.flow.constant(left) is not UNKNOWN else None
 
-    def _singular(self, ctx: Context, expr, x: str, depth: int, held=None):
-        """(the singular expression, its input, the name it was reached through or None)."""
+    def _singular(self, ctx: Context, branch, compared):
+        """(the singular expression, its input, the name the branch reads it through or None):
+        in the branch as written, or wherever its value comes from (the engine's carriers)."""
+        found = self._traced(ctx, branch, compared, 0)
+        if found is None:
+            return None
+        singular, x = found
+        held = None if ctx.encloses(branch, singular) else next(  # the name the branch reads it through
+            (n for n in walk(branch) if isinstance(n, cst.Name) and ctx.flow.value_of(n) is singular), None)
+        return singular, x, held
+
+    def _traced(self, ctx: Context, expr, compared, depth: int):
         if depth > 3:
             return None
-        if isinstance(expr, cst.Name) and held is None and ctx.flow.value_of(expr) is not expr:
-            return self._singular(ctx, ctx.flow.value_of(expr), x, depth + 1, expr)
-        found = self._singular_here(ctx, expr, x, depth)
-        return (found[0], found[1], held or found[2]) if found is not None else None
+        return trace(ctx.flow, expr, lambda value: self._singular_here(ctx, value, compared, depth))
 
-    def _singular_here(self, ctx: Context, expr, x: str, depth: int):
+    def _singular_here(self, ctx: Context, expr, compared, depth: int):
+        """(`f(x)` singular where `x` is masked, `x`) when `expr` is one, or holds one in a sum,
+        product or negation."""
+        def masked(inner) -> bool:
+            return inner is not None and same_value(ctx.flow, inner, compared)
         if isinstance(expr, cst.Call):
             name = ctx.call_name(expr)
             inner = arg(expr, 0, "x")
-            if name in SINGULAR and inner is not None and ctx.text(inner) == x:
-                return expr, inner, None
-            if name in POWERS and inner is not None and ctx.text(inner) == x \
-                    and self._fractional(ctx, arg(expr, 1, "y")):
-                return expr, inner, None
-            if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
-                return expr, arg(expr, 1, "y"), None
+            if name in SINGULAR and masked(inner):
+                return expr, inner
+            if name in POWERS and masked(inner) and self._fractional(ctx, arg(expr, 1, "y")):
+                return expr, inner
+            if name in DIVIDES and masked(arg(expr, 1, "y")):
+                return expr, arg(expr, 1, "y")
         if isinstance(expr, cst.BinaryOperation):
-            if isinstance(expr.operator, cst.Divide) and ctx.text(expr.right) == x:
-                return expr, expr.right, None
-            if isinstance(expr.operator, cst.Power) and ctx.text(expr.left) == x and self._fractional(ctx, expr.right):
-                return expr, expr.left, None
-            return self._singular(ctx, expr.left, x, depth + 1) or self._singular(ctx, expr.right, x, depth + 1)
+            if isinstance(expr.operator, cst.Divide) and masked(expr.right):
+                return expr, expr.right
+            if isinstance(expr.operator, cst.Power) and masked(expr.left) and self._fractional(ctx, expr.right):
+                return expr, expr.left
+            return self._traced(ctx, expr.left, compared, depth + 1) \
+                or self._traced(ctx, expr.right, compared, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
-            return self._singular(ctx, expr.expression, x, depth + 1)
+            return self._traced(ctx, expr.expression, compared, depth + 1)
         return None
 
     @staticmethod
