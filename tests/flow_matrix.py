@@ -262,6 +262,30 @@ LOG_SINKS = {
     "negative log in a sum": "-tf.reduce_sum(labels * tf.math.log({value}))",
 }
 
+# Losses that squash their input themselves (CL010): probabilities given to them are squashed twice.
+# Each takes the probabilities of one kind: a sigmoid output given to a softmax loss is another mistake.
+FROM_LOGITS_SINKS = {
+    "CategoricalCrossentropy(from_logits=True)":
+        ("softmax", "keras.losses.CategoricalCrossentropy(from_logits=True)(labels, {value})"),
+    "softmax_cross_entropy_with_logits":
+        ("softmax", "tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits={value})"),
+    "binary_crossentropy(from_logits=True)":
+        ("sigmoid", "keras.losses.binary_crossentropy(labels, {value}, from_logits=True)"),
+    "sigmoid_cross_entropy_with_logits":
+        ("sigmoid", "tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits={value})"),
+}
+SINKS = {**{name: ("CL004", sink) for name, sink in LOG_SINKS.items()},
+         **{name: ("CL010", sink) for name, (_, sink) in FROM_LOGITS_SINKS.items()}}
+
+
+def kind_of(source: str) -> str:
+    return "sigmoid" if "sigmoid" in source else "softmax"
+
+
+def fits(source: str, sink: str) -> bool:
+    """A log takes any probabilities; a from_logits loss those of its own kind."""
+    return sink not in FROM_LOGITS_SINKS or FROM_LOGITS_SINKS[sink][0] == kind_of(source)
+
 # The sanitiser twin: a log of probabilities that only feeds sampling is no mistake (no gradient
 # flows through it, and -inf is the right logit for a probability that underflowed).
 SAMPLING = "tf.random.categorical({log}, 1)"
@@ -282,13 +306,14 @@ class Program:
         return f"{self.code} {self.source} -> {' -> '.join(self.carriers)} -> {self.sink}"
 
 
-def build(source: str, carriers: Sequence[str], sink: str, code: str = "CL004") -> Program:
+def build(source: str, carriers: Sequence[str], sink: str) -> Program:
     prelude = SOURCE_DEFINITIONS.get(source, [])
-    text, line = _render(PROBABILITY_SOURCES[source], carriers, LOG_SINKS[sink], prelude)
-    logits_twin, _ = _render(twin_of(source), carriers, LOG_SINKS[sink], prelude)
+    code, template = SINKS[sink]
+    text, line = _render(PROBABILITY_SOURCES[source], carriers, template, prelude)
+    logits_twin, _ = _render(twin_of(source), carriers, template, prelude)
     twins = [logits_twin]
-    if LOG_SINKS[sink].endswith("({value})"):  # a bare log: the same log, feeding sampling only
-        sampling = SAMPLING.replace("{log}", LOG_SINKS[sink])
+    if code == "CL004" and template.endswith("({value})"):  # a bare log: the same log, feeding sampling only
+        sampling = SAMPLING.replace("{log}", template)
         twins.append(_render(PROBABILITY_SOURCES[source], carriers, sampling, prelude)[0])
     return Program(source, tuple(carriers), sink, text, tuple(twins), line, code)
 
@@ -304,11 +329,46 @@ def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[st
         # body with the statement running the loop.
         defines = bool(added) and added[0].startswith(("def ", "class ")) and name not in CLOSURES
         (definitions if defines and not body else body).extend(added)
-    body.append(f"loss = {sink.format(value=value)}")
+    statements = sink.format(value=value).split("\n")  # one expression, or statements (the first is marked)
+    marked = len(body) + next((i for i, s in enumerate(statements) if s.endswith(MARK)), 0)
+    body += [f"loss = {statements[0]}"] if len(statements) == 1 else [s.replace(MARK, "") for s in statements]
     body.append("return loss")
-    lines = HEADER.splitlines() + definitions + ["def training_loss(logits, features, labels, actions):"]
-    lines += ["    " + line if line else "" for line in body]
-    return "\n".join(lines) + "\n", len(lines) - 1
+    head = HEADER.splitlines() + definitions + ["def training_loss(logits, features, labels, actions):"]
+    lines = head + ["    " + line if line else "" for line in body]
+    return "\n".join(lines) + "\n", len(head) + marked + 1
+
+
+MARK = "  # <-"  # the statement of a multi-statement sink where the finding belongs
+
+# --- Keras models: built, carried, then compiled with a loss that does not fit their last layer ----
+
+SOFTMAX_MODELS = {
+    "Sequential": "keras.Sequential([keras.layers.Dense(10, activation='softmax')])",
+    "functional": "keras.Model(features, keras.layers.Dense(10, activation='softmax')(features))",
+}
+LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
+          "functional": "keras.Model(features, keras.layers.Dense(10)(features))"}
+# name -> (code, the model that makes it a mistake, the sink)
+MODEL_SINKS = {
+    "compile(from_logits=True)": ("CL010", SOFTMAX_MODELS, "model = {value}\nmodel.compile(optimizer='adam', "
+                                  "loss=keras.losses.CategoricalCrossentropy(from_logits=True))" + MARK
+                                  + "\nmodel.fit(features, labels)"),
+    "compile('categorical_crossentropy')": ("CL012", LINEAR, "model = {value}\nmodel.compile(optimizer='adam', "
+                                            "loss='categorical_crossentropy')" + MARK
+                                            + "\nmodel.fit(features, labels)"),
+}
+# The carriers a model travels by (a tensor's transforms do not apply to it).
+MODEL_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
+                  "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
+                  "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus")
+
+
+def build_model(model: str, carriers: Sequence[str], sink: str) -> Program:
+    code, wrong, template = MODEL_SINKS[sink]
+    right = LINEAR if wrong is SOFTMAX_MODELS else SOFTMAX_MODELS
+    text, line = _render(wrong[model], carriers, template)
+    twin, _ = _render(right[model], carriers, template)
+    return Program(f"{model} model", tuple(carriers), sink, text, (twin,), line, code)
 
 
 # --- gradient lists: from the tape or the optimizer, to a per-tensor clip (CL003) -------------------
@@ -410,13 +470,14 @@ def build_formula(formula: str, carriers: Sequence[str]) -> Program:
 def matrix(nested: bool = True) -> Iterator[Program]:
     """Every source x carrier x sink, then every ordered pair of carriers (source and sink rotated
     through so each pair meets several of them)."""
-    for source, carrier, sink in itertools.product(PROBABILITY_SOURCES, CARRIERS, LOG_SINKS):
-        yield build(source, [carrier], sink)
+    for source, carrier, sink in itertools.product(PROBABILITY_SOURCES, CARRIERS, SINKS):
+        if fits(source, sink):
+            yield build(source, [carrier], sink)
     if not nested:
         return
-    sources, sinks = list(PROBABILITY_SOURCES), list(LOG_SINKS)
+    pairs = [(source, sink) for source, sink in itertools.product(PROBABILITY_SOURCES, SINKS) if fits(source, sink)]
     for index, (outer, inner) in enumerate(itertools.product(CARRIERS, repeat=2)):
-        yield build(sources[index % len(sources)], [outer, inner], sinks[index % len(sinks)])
+        yield build(*_rotated(pairs, index, [outer, inner]))
     for source, carrier in itertools.product(GRADIENT_SOURCES, GRADIENT_CARRIERS):
         yield build_gradient(source, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(GRADIENT_CARRIERS, repeat=2)):
@@ -424,10 +485,19 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     # every carrier on the way to the sink, after every carrier from the source
     for index, (carrier, to_apply) in enumerate(itertools.product(GRADIENT_CARRIERS, APPLY_CARRIERS)):
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply)
+    for model, carrier, sink in itertools.product(SOFTMAX_MODELS, MODEL_CARRIERS, MODEL_SINKS):
+        yield build_model(model, [carrier], sink)
+    for index, (outer, inner) in enumerate(itertools.product(MODEL_CARRIERS, repeat=2)):
+        yield build_model(list(SOFTMAX_MODELS)[index % 2], [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):
         yield build_formula(list(FORMULAS)[index % len(FORMULAS)], [outer, inner])
+
+
+def _rotated(pairs, index: int, carriers):
+    source, sink = pairs[index % len(pairs)]
+    return source, carriers, sink
 
 
 def sample(size: int, seed: int = 25) -> List[Program]:

@@ -23,7 +23,7 @@ from ..names import (
     STACKS,
     SUMS,
 )
-from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins
+from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace
 from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, arg
@@ -97,7 +97,7 @@ class Probabilities:
         """The constructor call of the layer whose output a Sequential or functional model built
         in this module returns (`Dense(1)` in `Sequential([..., Dense(1)])`, `.add(Dense(1))`,
         `Model(inp, Dense(1)(h))`, also from a builder function's return), else None."""
-        value = self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
+        value = self._built(model)
         if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
             return None
         built = self.flow.callee(value)
@@ -298,7 +298,7 @@ class Probabilities:
             return None
         seen = seen | {model}
         flow = self.flow
-        value = flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
+        value = self._built(model)
         if isinstance(value, cst.Call):
             name = self.ctx.call_name(value)
             kind = activation_of(self.flow, value) if call is not None else None
@@ -321,6 +321,21 @@ class Probabilities:
         if isinstance(called, cst.ClassDef):  # Net()(x) is rare; Net(x) builds an object
             return None
         return None
+
+    def _built(self, model: cst.BaseExpression) -> cst.BaseExpression:
+        """The call that built the model `model` holds, through every carrier (a builder's
+        return, a parameter, an attribute, a container): a Sequential or functional model, an
+        instance of a class of this module, a layer; else `model`'s own value."""
+        def builds(value: cst.BaseExpression) -> Optional[cst.Call]:
+            if not isinstance(value, cst.Call):
+                return None
+            if self.ctx.call_name(value) in SEQUENTIAL | FUNCTIONAL or activation_of(self.flow, value):
+                return value
+            return value if isinstance(self.flow.callee(value), cst.ClassDef) else None
+        found = trace(self.flow, model, builds)
+        if found is not None:
+            return found
+        return self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
 
     def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:
         method = self.flow.method_named(cls, "call") or self.flow.method_named(cls, "__call__")

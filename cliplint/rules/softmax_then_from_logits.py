@@ -9,6 +9,7 @@ from ..analysis import Context
 from ..edits import without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
+from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
 from ..names import PROBABILITY_WORDS
 from ..probes import FROM_LOGITS
@@ -179,16 +180,21 @@ class SoftmaxThenFromLogits(Rule):
             kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"
             probe = {"function": name.rsplit(".", 1)[-1], "call": ctx.flow.snippet(call)}
         else:
-            kind = self._from_logits(ctx, call.func) if isinstance(call.func, cst.Name) else None
+            # a loss object called: `loss_fn(y, p)`, `self.loss(y, p)`, `CategoricalCrossentropy(...)(y, p)`
+            kind = self._from_logits(ctx, call.func) if isinstance(call.func, (cst.Name, cst.Attribute, cst.Call)) \
+                else None
             predictions, what = (arg(call, 1, "y_pred") if kind else None), "the predictions"
             probe = {"loss": ctx.flow.snippet(ctx.flow.value_of(call.func))} if kind else {}
         source = ctx.flow.probability(predictions) if predictions is not None else None
-        if source and source.kind == kind and not source.padded:
+        if source and source.kind == kind:  # an epsilon or a clip on the way changes nothing: squashed twice
             yield self._report(ctx, call, kind, source.node, what, probe, source.via)
 
     def _from_logits(self, ctx: Context, loss) -> Optional[str]:
-        """'softmax'/'sigmoid' when `loss` is (or names) a from_logits=True loss."""
-        value = ctx.flow.value_of(loss)
+        """'softmax'/'sigmoid' when `loss` holds a from_logits=True loss (through every carrier)."""
+        return trace(ctx.flow, loss, lambda value: self._loss_kind(ctx, value))
+
+    @staticmethod
+    def _loss_kind(ctx: Context, value) -> Optional[str]:
         if isinstance(value, cst.Call):
             name = ctx.call_name(value)
             if name in LOSS_CLASSES and _true(ctx, arg(value, 99, "from_logits")):
