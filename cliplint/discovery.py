@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .files import read_regular
-from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, glob_to_regex
+from .globs import glob_to_regex
+from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES
 
 IGNORE_LIMIT = 1024 * 1024  # a bigger .gitignore is not read (a link to /dev/zero never ends)
 

@@ -38,9 +38,9 @@ def lint_target(target: Target) -> Tuple[List[Finding], bool]:
 
 
 def _rules(codes) -> list:
-    from .rules import ALL_RULES  # rules import libcst: only when a file may hold a finding
+    from .rules import selected  # rules import libcst: only when a file may hold a finding
 
-    return [ALL_RULES[c] for c in codes if c in ALL_RULES]
+    return selected(codes)
 
 
 def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool]:
@@ -68,9 +68,7 @@ def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool
 
 def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
     """CL000 for a file above max-file-size (a `.keras` archive is read lazily: any size)."""
-    if size <= settings.max_file_size or path.lower().endswith(".keras"):
-        return None
-    return bad_input(shown, f"file is {size:,} bytes, above max-file-size ({settings.max_file_size:,}); not linted")
+    return None if path.lower().endswith(".keras") else settings.too_large(shown, size)
 
 
 def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:

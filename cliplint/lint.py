@@ -77,7 +77,8 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
         text, lines = facts.reduced(text, sorted(words))
-    from .analysis import assess, lint_module  # libcst is imported only when a file is parsed
+    from .analysis import lint_module  # libcst is imported only when a file is parsed
+    from .limits import assess
 
     # measured on the original text: nested as deep as the reduced one at least
     refused, risky = assess(text, facts.nesting if facts is not None else None)

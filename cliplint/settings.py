@@ -16,7 +16,8 @@ from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence
 
 from . import catalogue
 from .files import read_regular
-from .findings import UNREADABLE
+from .findings import UNREADABLE, Finding, bad_input
+from .globs import matcher, path_matches
 
 try:
     import tomllib
@@ -85,78 +86,6 @@ def _selector(token: str) -> Optional[Tuple[int, FrozenSet[str]]]:
         matched = frozenset(c for c in all_codes if c.startswith(token.upper()))
         return (len(token), matched) if matched else None
     return None
-
-
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """A gitignore-style glob: `**` crosses directories, `*` and `?` do not."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i)
-            if end == -1:
-                out.append(re.escape(pattern[i]))
-                i += 1
-            else:
-                out.append(fnmatch.translate(pattern[i:end + 1])[4:-3])
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def path_matches(pattern: str, relative: str, fixed: int = 0) -> bool:
-    """Does a path (posix, relative to the config's folder) match an exclude/ignore pattern?
-
-    A pattern without a slash matches any path component (`venv`, `*.pyi`); one with a slash
-    matches the path or one of the folders above it (`fixtures/`, `tests/**`). The first
-    `fixed` components were named on the command line and are never matched.
-    """
-    pattern = pattern.replace("\\", "/")
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
-    regex = _compiled(pattern)
-    parts = relative.split("/")
-    if "/" not in pattern:
-        return any(regex.match(part) for part in parts[fixed:])
-    return any(regex.match("/".join(parts[:i])) for i in range(max(fixed, 0) + 1, len(parts) + 1))
-
-
-@lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern:
-    return glob_to_regex(pattern)
-
-
-@lru_cache(maxsize=64)
-def _matcher(patterns: Tuple[str, ...]):
-    """`path_matches` for a whole list of patterns at once: one regex for the patterns that
-    match a single component, and the few with a slash tried one by one."""
-    cleaned = [p.replace("\\", "/")[2:] if p.startswith("./") else p.replace("\\", "/") for p in patterns]
-    cleaned = [p.rstrip("/") for p in cleaned]
-    component = [_compiled(p).pattern for p in cleaned if "/" not in p]
-    one = re.compile("|".join(f"(?:{c})" for c in component)) if component else None
-    with_slash = [p for p in cleaned if "/" in p]
-
-    def matches(relative: str, fixed: int = 0) -> bool:
-        parts = relative.split("/")
-        if one is not None and any(one.match(part) for part in parts[fixed:]):
-            return True
-        return any(path_matches(p, relative, fixed) for p in with_slash)
-
-    return matches
 
 
 @dataclass(frozen=True)
@@ -252,6 +181,12 @@ class Settings:
             return absolute[len(prefix):].replace(os.sep, "/")
         return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
+    def too_large(self, shown: str, size: int, unit: str = "bytes") -> Optional[Finding]:
+        """CL000 for a file of `size` `unit` above max-file-size; None within it."""
+        if size <= self.max_file_size:
+            return None
+        return bad_input(shown, f"file is {size:,} {unit}, above max-file-size ({self.max_file_size:,}); not linted")
+
     def enabled_codes(self, path: str) -> FrozenSet[str]:
         codes = selected_codes(self.selections)
         if not self.per_file_ignores:
@@ -271,7 +206,7 @@ class Settings:
         if below is not None:
             start = self._relative_or_absolute(below)
             fixed = 0 if start in ("", ".") else len(start.split("/"))
-        return _matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
+        return matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
 
     def _relative_or_absolute(self, path: str) -> str:
         relative = self.relative(path)

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..analysis import Context
 from ..facts import Facts
@@ -103,3 +103,9 @@ def _discover() -> Dict[str, Rule]:
 
 
 ALL_RULES: Dict[str, Rule] = _discover()
+
+
+def selected(codes: Iterable[str]) -> List[Rule]:
+    """The rules of `codes` in code order (codes no rule has, CL000 among them, are skipped):
+    the one place a selection of codes becomes rules."""
+    return [ALL_RULES[code] for code in sorted(codes) if code in ALL_RULES]

@@ -60,7 +60,7 @@ class CliplintServer(LanguageServer):
                              notebook_selector=[cells], save=True))
         # libcst's native parser recurses on the linting thread: give the threads started from
         # here a stack of a known size (a platform's default may be 128 KB), 25x what the deepest
-        # text the nesting gate lets through needs (analysis.MAX_DEPTH).
+        # text the nesting gate lets through needs (limits.MAX_DEPTH).
         threading.stack_size(THREAD_STACK)
         self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-lint")
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")

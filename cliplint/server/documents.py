@@ -19,7 +19,7 @@ from ..findings import Finding, bad_input
 from ..incremental import Document
 from ..lint import prefilter
 from ..notebook import lint_notebook
-from ..rules import ALL_RULES
+from ..rules import selected
 from ..settings import CONFIG_SUFFIXES, Config, ConfigError, Settings
 
 PYTHON, NOTEBOOK, CONFIG = "python", "notebook", "config"
@@ -141,7 +141,7 @@ def enabled_rules(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[Set
     if settings.excluded(snapshot.path) or (snapshot.kind == CONFIG and not settings.audits(snapshot.path)):
         return settings, frozenset(), []
     codes = settings.enabled_codes(snapshot.path)
-    return settings, codes, [ALL_RULES[code] for code in codes if code in ALL_RULES]
+    return settings, codes, selected(codes)
 
 
 def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) -> List[Finding]:
@@ -151,9 +151,9 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) 
         return []
     text = snapshot.parts[0].text
     size = sum(len(part.text) for part in snapshot.parts)
-    if size > settings.max_file_size:
-        return [bad_input(snapshot.path, f"file is {size:,} characters, above max-file-size "
-                                         f"({settings.max_file_size:,}); not linted")]
+    refused = settings.too_large(snapshot.path, size, "characters")
+    if refused is not None:
+        return [refused]
     if snapshot.kind == NOTEBOOK:
         findings = _notebook(snapshot, rules, lint)
     elif snapshot.kind == CONFIG:
