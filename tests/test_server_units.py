@@ -6,7 +6,8 @@ import os
 import pytest
 
 from cliplint.findings import Finding
-from cliplint.server.documents import CONFIG, PYTHON, Buffers, Part, Snapshot, WorkspaceSettings, diagnose
+from cliplint.incremental import Document
+from cliplint.server.documents import CONFIG, PYTHON, Part, Snapshot, WorkspaceSettings, diagnose
 from cliplint.server.edits import Change, change_between, noqa_edit
 from cliplint.server.protocol import lines_of, position
 
@@ -101,11 +102,10 @@ def test_a_crash_inside_cliplint_is_a_cl000_in_that_document(tmp_path):
 def test_live_diagnostics_leave_out_probes_until_verify_asks(tmp_path):
     """The same findings either way; only a lint for `cliplint.verify` builds what the
     verifier runs, and a document's next version reuses its parsed statements."""
-    buffers = Buffers()
-    live = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), buffers, probes=False)
-    probed = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), buffers)
+    document = Document()
+    live = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), document, probes=False)
+    probed = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), document)
     path = os.path.join(tmp_path, "a.py")
     assert live == probed and [f.code for f in live[path]] == ["CL004"]
     assert live[path][0].probe is None and probed[path][0].probe["kind"] == "softmax"
-    document = buffers.of(path)
     assert document.text == LOG and document.reparsed == 0  # the second lint parsed nothing

@@ -90,24 +90,6 @@ class WorkspaceSettings:
         self.seen.update(stamps)
 
 
-class Buffers:
-    """The parsed state of each open document, kept between its versions so that an edit
-    re-parses only the statements it touched. Used by the linting thread; `forget` may come
-    from the message loop (a document the thread still holds stays whole until it is done)."""
-
-    def __init__(self) -> None:
-        self.documents: Dict[str, Document] = {}
-
-    def of(self, key: str) -> Document:
-        document = self.documents.get(key)
-        if document is None:
-            document = self.documents[key] = Document()
-        return document
-
-    def forget(self, key: str) -> None:
-        self.documents.pop(key, None)
-
-
 def _mtime(path: str) -> Optional[int]:
     try:
         return os.stat(path).st_mtime_ns
@@ -115,13 +97,13 @@ def _mtime(path: str) -> Optional[int]:
         return None
 
 
-def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, buffers: Optional[Buffers] = None,
+def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, document: Optional[Document] = None,
              probes: bool = True) -> Dict[str, List[Finding]]:
     """Findings per published document (an empty list clears a document's diagnostics).
-    `buffers`: what earlier versions parsed (None: parse from scratch); `probes`: False for
+    `document`: what earlier versions parsed (None: parse from scratch); `probes`: False for
     findings that will not be verified (Python code: they carry no probe)."""
     found: Dict[str, List[Finding]] = {part.uri: [] for part in snapshot.parts}
-    document = buffers.of(snapshot.key) if buffers is not None else Document()
+    document = document if document is not None else Document()
     try:
         findings = _findings(snapshot, workspace, partial(document.lint, probes=probes))
     except ConfigError as err:
