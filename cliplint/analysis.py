@@ -189,23 +189,23 @@ def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
     return node
 
 
-def lint_module(path: str, text: str, rules: Sequence, display_path: Optional[str] = None,
+def lint_module(path: str, text: str, rules: Sequence, display: Optional[str] = None,
                 lines: Optional[List[int]] = None, gated: bool = False) -> Tuple[List[Finding], bool]:
     """Findings for one Python source text; the bool is True when a rule crashed. `lines`: the
     first line of each top-level statement, when the caller has CPython's ast at hand; `gated`:
     the caller has `assess`ed the text (or one it was reduced from) already."""
-    shown = display_path or path
+    display = display or path
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
     try:
-        module, failure = parse(shown, text, gated)
+        module, failure = parse(display, text, gated)
         if failure:
             return [failure], False
         try:
-            ctx = Context(shown, text, module)
+            ctx = Context(display, text, module)
             return _run_rules(ctx, rules, lines)
         except RecursionError:
-            return [bad_input(shown, "file is nested too deeply to analyse")], False
+            return [bad_input(display, "file is nested too deeply to analyse")], False
     finally:
         if collecting:
             gc.enable()

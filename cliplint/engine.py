@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from . import catalogue
 from .cache import LastRun, result_cache, stat_key
-from .discovery import Target, discover, display_path, force_excluded, unique
+from .discovery import Target, discover, display_of, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter, untouched
@@ -229,7 +229,7 @@ def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
     if filename != "-" and force_excluded(filename, settings):
         return RunResult([], 0, False)
     codes = settings.enabled_codes(filename)
-    shown = display_path(filename) if filename != "-" else "-"
+    shown = display_of(filename) if filename != "-" else "-"
     oversized = _oversized(filename, len(data), settings, shown)
     findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
     findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)

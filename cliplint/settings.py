@@ -181,11 +181,11 @@ class Settings:
             return absolute[len(prefix):].replace(os.sep, "/")
         return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
-    def too_large(self, shown: str, size: int, unit: str = "bytes") -> Optional[Finding]:
+    def too_large(self, display: str, size: int, unit: str = "bytes") -> Optional[Finding]:
         """CL000 for a file of `size` `unit` above max-file-size; None within it."""
         if size <= self.max_file_size:
             return None
-        return bad_input(shown, f"file is {size:,} {unit}, above max-file-size ({self.max_file_size:,}); not linted")
+        return bad_input(display, f"file is {size:,} {unit}, above max-file-size ({self.max_file_size:,}); not linted")
 
     def enabled_codes(self, path: str) -> FrozenSet[str]:
         codes = selected_codes(self.selections)

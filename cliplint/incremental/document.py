@@ -18,7 +18,7 @@ statement before it (`else:`, a dangling decorator: the region alone does not pa
 comment lines at its edges cannot change owner (the piece before is taken in when the edit
 reaches into a piece's leading lines, the piece after when its leading lines are indented);
 and it agrees with the whole text on the indentation and newline libcst infers. Whenever one of
-these cannot be shown cheaply, the whole text is parsed instead: slower, same result. The tests
+these cannot be display cheaply, the whole text is parsed instead: slower, same result. The tests
 check each version's tree against a parse of the whole text.
 """
 from __future__ import annotations
@@ -361,7 +361,7 @@ class Document:
     def index(self) -> Optional[DocumentIndex]:
         return self.version.index if self.version is not None else None
 
-    def lint(self, path: str, text: str, rules: Sequence, shown: str, probes: bool = True
+    def lint(self, path: str, text: str, rules: Sequence, display: str, probes: bool = True
              ) -> Tuple[List[Finding], bool]:
         """What `lint_text` gives for `text` (findings, a rule crashed), reusing what the last
         version parsed. `probes`: False leaves out what the verifier runs (about a third of
@@ -373,23 +373,23 @@ class Document:
         try:
             version = self.update(text)
             if version is None:
-                return self._unparsed(path, text, rules, shown)
+                return self._unparsed(path, text, rules, display)
             try:
-                ctx = Context(shown, text, version.module, version.index, version.texts, probes)
+                ctx = Context(display, text, version.module, version.index, version.texts, probes)
                 located, crashed = reports_of(ctx, rules, positions=version.placed)
             except RecursionError:
-                return [bad_input(shown, "file is nested too deeply to analyse")], False
+                return [bad_input(display, "file is nested too deeply to analyse")], False
             return [finding for finding, _ in located] + crashed, bool(crashed)
         finally:
             if collecting:
                 gc.enable()
 
-    def _unparsed(self, path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
+    def _unparsed(self, path: str, text: str, rules: Sequence, display: str) -> Tuple[List[Finding], bool]:
         """A text libcst cannot parse whole: the command line's answer."""
         if self.failure is not None and self.failure.text == text and facts_of(text) is None:
             # lint_text's answer, when CPython cannot parse it either
-            return [replace(self.failure.finding, path=shown)], False
-        return lint_text(path, text, rules, shown)
+            return [replace(self.failure.finding, path=display)], False
+        return lint_text(path, text, rules, display)
 
     def _positions(self, ctx: Context) -> "PiecePositions":
         assert self.version is not None, "positions of a document that parsed"

@@ -7,7 +7,6 @@ from typing import Iterator, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import block_encloses
 from ..facts import Facts, callee, first_argument
 from ..facts import walk as ast_walk
 from ..findings import UNSAFE, Fix, Report
@@ -16,6 +15,7 @@ from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import appended_lists, enclosing_for, probe_roles
 from ..probes import Discarded, Name, Unused
+from ..replacements import block_encloses
 from . import Invalid, Rule
 
 

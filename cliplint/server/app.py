@@ -28,8 +28,8 @@ from ..findings import UNREADABLE, Finding
 from ..incremental import Document
 from ..settings import ConfigError
 from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
+from .changes import noqa_change
 from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
-from .edits import noqa_edit
 from .fixes import fix_all, quick_fixes
 from .pages import hover_text
 from .protocol import contains, diagnostic, lines_of, overlaps
@@ -332,7 +332,7 @@ class CliplintServer(LanguageServer):
     def _noqa_actions(self, uri: str, published: Published, chosen, lines, units) -> List[types.CodeAction]:
         actions, seen = [], set()
         for finding, shown in chosen:
-            change = noqa_edit(published.part.text, finding, published.snapshot.kind, published.snapshot.path)
+            change = noqa_change(published.part.text, finding, published.snapshot.kind, published.snapshot.path)
             if change is not None and (finding.code, change.line) not in seen:
                 seen.add((finding.code, change.line))
                 actions.append(noqa_action(uri, finding, change, shown, lines, units))

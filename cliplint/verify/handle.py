@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Dict, List, Optional
 
-from . import sandbox
 from .channel import authentic
+from .sandbox import layers_missing, scrubbed_environment
 
 READY_TIMEOUT = 300.0  # importing TensorFlow cold can take tens of seconds on a busy machine
 CPU_POLL = 0.2  # seconds between two readings of the worker's CPU time while it runs a probe
@@ -36,7 +36,7 @@ class LockDownIncomplete(Exception):
     """A lock-down layer is unavailable and the user did not pass --verify-unsandboxed."""
 
     def __init__(self, layers: dict) -> None:
-        super().__init__("; ".join(sandbox.layers_missing(layers)))
+        super().__init__("; ".join(layers_missing(layers)))
         self.layers = layers
 
 
@@ -75,7 +75,7 @@ class WorkerHandle:
         try:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=folder,
-                env={**sandbox.scrubbed_environment(folder), **_import_path(), **_flavour(legacy)},
+                env={**scrubbed_environment(folder), **_import_path(), **_flavour(legacy)},
                 pass_fds=(key_read,),
                 start_new_session=True)
         finally:
@@ -85,7 +85,7 @@ class WorkerHandle:
             with os.fdopen(key_write, "wb") as pipe:
                 pipe.write(self.key)
             self.info = self._read(ready_timeout, 0)
-            if not unsandboxed and list(sandbox.layers_missing(self.info.get("layers", {}))):
+            if not unsandboxed and list(layers_missing(self.info.get("layers", {}))):
                 raise LockDownIncomplete(self.info["layers"])  # the worker refuses too; checked twice
             if not self.info.get("ready"):
                 raise WorkerFailed("the worker did not start")

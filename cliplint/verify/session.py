@@ -15,10 +15,10 @@ from typing import Dict, List, Optional
 
 from ..findings import Finding
 from ..settings import ConfigError
-from . import sandbox
 from .handle import READY_TIMEOUT, CpuSpent, LockDownIncomplete, WorkerFailed, WorkerHandle
 from .payload import prepare
 from .progress import Progress
+from .sandbox import layers_missing, platform_missing
 from .verdicts import VerdictCache, expected_versions
 
 DEFAULT_BUDGET = 600.0
@@ -100,8 +100,8 @@ class Session:
         self.layers: dict = {}
         self.unsandboxed = unsandboxed
         self.refused: Optional[LockDownIncomplete] = None  # set once a worker found a layer missing
-        if not unsandboxed and sandbox.platform_missing():  # off Linux: no worker is even started
-            self.layers = sandbox.platform_missing()
+        if not unsandboxed and platform_missing():  # off Linux: no worker is even started
+            self.layers = platform_missing()
             self.refused = LockDownIncomplete(self.layers)
         self.unchecked = layer1_off()
         self.answers: Dict[str, dict] = {}
@@ -260,7 +260,7 @@ def both_flavours(first: dict, second: dict) -> dict:
 
 
 def warn_missing_layers(layers: dict, refused: bool = False) -> None:
-    missing = sandbox.layers_missing(layers)
+    missing = layers_missing(layers)
     if missing and refused:
         print(f"cliplint: --verify executed no snippet: its lock-down is incomplete here, unavailable: "
               f"{'; '.join(missing)}. Pass --verify-unsandboxed to run them anyway (see SECURITY.md).",

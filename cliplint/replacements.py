@@ -17,7 +17,7 @@ _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Flo
           cst.List, cst.Tuple, cst.Dict)
 
 
-def dotted(text: str) -> cst.BaseExpression:
+def attribute_chain(text: str) -> cst.BaseExpression:
     """`a.b.c` as Name/Attribute nodes."""
     head, *rest = text.split(".")
     node: cst.BaseExpression = cst.Name(head)
@@ -38,7 +38,7 @@ def spelled(imports, targets: Iterable[str]) -> Optional[cst.BaseExpression]:
             elif target.startswith(prefix + "."):
                 found.append(local + target[len(prefix):])
         if found:
-            return dotted(min(found, key=lambda text: (text.count("."), text)))
+            return attribute_chain(min(found, key=lambda text: (text.count("."), text)))
     return None
 
 

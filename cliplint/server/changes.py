@@ -40,7 +40,7 @@ def change_between(before: str, after: str) -> Optional[Change]:
                   after[start:len(after) - tail])
 
 
-def noqa_edit(text: str, finding: Finding, kind: str, path: str) -> Optional[Change]:
+def noqa_change(text: str, finding: Finding, kind: str, path: str) -> Optional[Change]:
     """The edit silencing `finding` (None where no comment can hold it)."""
     if kind in (PYTHON, NOTEBOOK):  # a notebook's finding is edited in its cell: Python
         after, added = add_noqa_text(text, [finding])
