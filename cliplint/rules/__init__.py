@@ -1,8 +1,9 @@
 """Rule base class and registry.
 
 A rule is one small class (Fixit style) carrying its code, kebab-case name, severity, a
-three-part doc (why / example / use instead), the byte tokens without which it cannot fire
-(the engine's prefilter), and VALID/INVALID examples that tests and docs are generated from.
+three-part doc (why / example / use instead) from which its page is generated, the byte
+tokens without which it cannot fire (the engine's prefilter), and VALID/INVALID examples the
+test suite runs (tests/test_rule_examples.py); the page only says how many there are.
 """
 from __future__ import annotations
 
