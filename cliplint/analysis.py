@@ -10,7 +10,7 @@ import ast
 import gc
 import sys
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, Union
 
 import libcst as cst
 
@@ -20,7 +20,7 @@ from .flow.nodes import children
 from .limits import RECURSION_LIMIT, assess
 from .names import ImportTable
 from .positions import Place, Positions
-from .probes import payload
+from .probes import Probe, payload
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
 
 # The newest grammar libcst knows, whatever Python runs cliplint: `type X = ...`, `def f[T]()`,
@@ -43,6 +43,16 @@ class PositionSource(Protocol):
     """Node -> 1-based (line, column, end line, end column) (`positions.Positions` is one)."""
 
     def get(self, node: cst.CSTNode) -> Place: ...
+
+
+class Checker(Protocol):
+    """What the pipeline reads of a rule (`rules.Rule` is one; this module is below them)."""
+
+    code: str
+    name: str
+    severity: str
+
+    def check(self, ctx: "Context") -> Iterable[Report]: ...
 
 
 class TreeIndex:
@@ -105,10 +115,10 @@ class Context:
         return sorted(found, key=self.pre.__getitem__)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        node = self.parent.get(node)
-        while node is not None:
-            yield node
-            node = self.parent.get(node)
+        above = self.parent.get(node)
+        while above is not None:
+            yield above
+            above = self.parent.get(above)
 
     def encloses(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         return self.pre[outer] <= self.pre[inner] and self.post[inner] <= self.post[outer]
@@ -135,19 +145,20 @@ class Context:
         return code
 
 
-def parse(path: str, text: str, gated: bool = False) -> Tuple[Optional[cst.Module], Optional[Finding]]:
-    """libcst's tree of `text`, or why not. `gated`: the caller has `assess`ed the text already."""
+def parse(path: str, text: str, gated: bool = False) -> Union[cst.Module, Finding]:
+    """libcst's tree of `text`, or why not (a CL000 finding). `gated`: the caller has `assess`ed
+    the text already."""
     refused = None if gated else assess(text)[0]
     if refused is not None:
-        return None, bad_input(path, refused.message, refused.line)
+        return bad_input(path, refused.message, refused.line)
     try:
-        return cst.parse_module(text, _CONFIG), None
+        return cst.parse_module(text, _CONFIG)
     except cst.ParserSyntaxError as err:
-        return None, _syntax_error(path, text, err)
+        return _syntax_error(path, text, err)
     except (RecursionError, MemoryError):
-        return None, bad_input(path, "file is nested too deeply to parse")
+        return bad_input(path, "file is nested too deeply to parse")
     except Exception as err:  # libcst raises a few non-ParserSyntaxError errors on odd input
-        return None, bad_input(path, f"cannot parse: {type(err).__name__}: {err}")
+        return bad_input(path, f"cannot parse: {type(err).__name__}: {err}")
 
 
 def _syntax_error(path: str, text: str, err: cst.ParserSyntaxError) -> Finding:
@@ -189,7 +200,7 @@ def _statement_of(ctx: Context, node: cst.CSTNode) -> cst.CSTNode:
     return node
 
 
-def lint_module(path: str, text: str, rules: Sequence, display: Optional[str] = None,
+def lint_module(path: str, text: str, rules: Sequence[Checker], display: Optional[str] = None,
                 lines: Optional[List[int]] = None, gated: bool = False) -> Tuple[List[Finding], bool]:
     """Findings for one Python source text; the bool is True when a rule crashed. `lines`: the
     first line of each top-level statement, when the caller has CPython's ast at hand; `gated`:
@@ -198,9 +209,9 @@ def lint_module(path: str, text: str, rules: Sequence, display: Optional[str] = 
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates ~10^5 acyclic nodes: the cycle collector would only slow it
     try:
-        module, failure = parse(display, text, gated)
-        if failure:
-            return [failure], False
+        module = parse(display, text, gated)
+        if isinstance(module, Finding):
+            return [module], False
         try:
             ctx = Context(display, text, module)
             return _run_rules(ctx, rules, lines)
@@ -211,7 +222,7 @@ def lint_module(path: str, text: str, rules: Sequence, display: Optional[str] = 
             gc.enable()
 
 
-def _run_rules(ctx: "Context", rules: Sequence, lines: Optional[List[int]]) -> Tuple[List[Finding], bool]:
+def _run_rules(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]]) -> Tuple[List[Finding], bool]:
     located, crashed = reports_of(ctx, rules, lines)
     return [finding for finding, _ in located] + crashed, bool(crashed)
 
@@ -229,7 +240,7 @@ def deeper() -> Iterator[None]:
         sys.setrecursionlimit(limit)
 
 
-def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = None,
+def reports_of(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]] = None,
                positions: Optional[Callable[["Context"], PositionSource]] = None
                ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
     """Every rule on one parsed module: (finding, the rule's report) for each finding that is not
@@ -239,10 +250,10 @@ def reports_of(ctx: "Context", rules: Sequence, lines: Optional[List[int]] = Non
         return _reports(ctx, rules, lines, positions)
 
 
-def _reports(ctx: "Context", rules: Sequence, lines: Optional[List[int]],
+def _reports(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]],
              positions: Optional[Callable[["Context"], PositionSource]]
              ) -> Tuple[List[Tuple[Finding, Report]], List[Finding]]:
-    reports: List[Tuple[object, Report]] = []
+    reports: List[Tuple[Checker, Report]] = []
     crashed: List[Finding] = []
     for rule in rules:
         try:
@@ -258,7 +269,7 @@ def _reports(ctx: "Context", rules: Sequence, lines: Optional[List[int]],
     return _locate(ctx, reports, placed), crashed
 
 
-def _locate(ctx: Context, reports: List[Tuple[object, Report]], positions: PositionSource
+def _locate(ctx: Context, reports: List[Tuple[Checker, Report]], positions: PositionSource
             ) -> List[Tuple[Finding, Report]]:
     noqa = noqa_comments(ctx.source)
     file_level, file_codes = file_noqa(ctx.source)
@@ -266,16 +277,18 @@ def _locate(ctx: Context, reports: List[Tuple[object, Report]], positions: Posit
     for rule, report in reports:
         if file_level and (file_codes is ALL or rule.code in file_codes):
             continue
-        if _expects_error(ctx, report.node):
+        node = report.node
+        assert isinstance(node, cst.CSTNode), f"{rule.code} reported a key of a config on Python code"
+        if _expects_error(ctx, node):
             continue
-        line, column, end_line, end_column = positions.get(report.node)
-        statement = positions.get(_statement_of(ctx, report.node))
+        line, column, end_line, end_column = positions.get(node)
+        statement = positions.get(_statement_of(ctx, node))
         if suppressed(rule.code, range(statement[0], statement[2] + 1), noqa):
             continue
         finding = Finding(
             ctx.path, line, column, end_line, end_column,
             rule.code, rule.name, report.severity or rule.severity, report.message,
-            payload(report.probe) if ctx.flow.probes and report.probe is not None else None,
+            payload(report.probe) if ctx.flow.probes and isinstance(report.probe, Probe) else None,
             fix=report.fix.summary() if report.fix is not None else None)
         located.setdefault((finding.line, finding.column, finding.code), (finding, report))
     return list(located.values())

@@ -7,7 +7,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .files import read_regular
 from .globs import glob_to_regex
-from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES
+from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, Settings
 
 IGNORE_LIMIT = 1024 * 1024  # a bigger .gitignore is not read (a link to /dev/zero never ends)
 
@@ -73,7 +73,7 @@ class GitIgnore:
 class Target:
     path: str
     display: str
-    settings: object
+    settings: Settings
     kind: str  # file | missing | broken symlink | unreadable folder: ...
     cache: Optional[str] = None  # the cache folder, when caching
 

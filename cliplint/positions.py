@@ -130,7 +130,8 @@ class Positions:
     def _statement_offsets(self, lines: Optional[List[int]]) -> Optional[Dict[cst.CSTNode, int]]:
         if lines is None:  # CPython could not parse the text (the engine had no ast)
             return None
-        offsets, index, starts = {}, 0, self.lines.starts
+        offsets: Dict[cst.CSTNode, int] = {}
+        index, starts = 0, self.lines.starts
         for statement in self.tree.module.body:
             if index >= len(lines):
                 return None

@@ -88,7 +88,8 @@ def rebound_between(ctx, name: str, scope: cst.CSTNode, start: int, end: int) ->
 
 
 def _stored(ctx, name: cst.Name) -> bool:
-    node, parent = name, ctx.parent.get(name)
+    node: cst.CSTNode = name
+    parent = ctx.parent.get(name)
     while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
         node, parent = parent, ctx.parent.get(parent)
     if isinstance(parent, (cst.AssignTarget, cst.AsName)):

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from . import catalogue
 from .files import read_regular
@@ -39,8 +39,8 @@ KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "ext
 SEVERITIES = ("error", "warning")
 # The settings of a whole run, not of a file: taken from the settings of the first path named
 # (the current folder's by default), and a flag given on the command line wins.
-RUN_DEFAULTS = {"fail_on": "warning", "verify_timeout": 30.0, "verify_budget": 600.0, "jobs": 0,
-                "cache_dir": ".cliplint_cache"}
+LIMIT_DEFAULTS = {"verify_timeout": 30.0, "verify_budget": 600.0}  # settings may only lower these
+RUN_DEFAULTS = {"fail_on": "warning", **LIMIT_DEFAULTS, "jobs": 0, "cache_dir": ".cliplint_cache"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 DEFAULT_CONFIG_FILES = tuple("*" + suffix for suffix in CONFIG_SUFFIXES)
 # Files that cannot hold optimizer settings: never audited unless named on the command line.
@@ -60,7 +60,7 @@ class ConfigError(Exception):
 
 def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     """Codes, prefixes (`CL00`), names (`log-of-softmax`) and `ALL` to a set of codes."""
-    codes = set()
+    codes: Set[str] = set()
     for selector in selectors:
         if not isinstance(selector, str):
             raise ConfigError(f"{where}: expected rule codes as strings, got {selector!r}")
@@ -108,8 +108,16 @@ class Selection:
     def named_codes(self) -> FrozenSet[str]:
         """The rules `select` and `extend-select` name one by one (by code or name, not by prefix)."""
         selectors = (*(self.select or ()), *self.extend_select)
-        return frozenset(code for specificity, codes in map(_selector, selectors) if len(codes) == 1
+        return frozenset(code for specificity, codes in map(_known, selectors) if len(codes) == 1
                          for code in codes if specificity == len(code))
+
+
+def _known(token: str) -> Tuple[int, FrozenSet[str]]:
+    """`_selector` of a selector `Selection.of` has validated."""
+    found = _selector(token)
+    if found is None:
+        raise ConfigError(f"unknown rule selector {token!r}")
+    return found
 
 
 def _stripped(selectors: Sequence[str]) -> Tuple[str, ...]:
@@ -128,8 +136,8 @@ def selected_codes(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
         chosen = [(s, True) for s in (*(layer.select or ()), *layer.extend_select)]
         chosen += [(s, False) for s in (*layer.ignore, *carried)]
         updates: Dict[str, bool] = {}  # least specific first; at equal specificity, ignores last
-        for selector, on in sorted(chosen, key=lambda pair: (_selector(pair[0])[0], pair[1] is False)):
-            updates.update(dict.fromkeys(_selector(selector)[1], on))
+        for selector, on in sorted(chosen, key=lambda pair: (_known(pair[0])[0], pair[1] is False)):
+            updates.update(dict.fromkeys(_known(selector)[1], on))
         turned_on = frozenset(code for code, on in updates.items() if on)
         carried = ()
         if layer.select is not None:
@@ -252,40 +260,39 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
     settings = Settings(root=root, source=source)
-    changes: Dict[str, object] = {}
     if {"select", "extend-select", "ignore"} & set(table):
-        changes["selections"] = (Selection.of(
+        settings = replace(settings, selections=(Selection.of(
             _strings(table["select"], "select", where) if "select" in table else None,
-            *(_strings(table.get(key, []), key, where) for key in ("extend-select", "ignore")),
-            lambda key: f"{where}: `{key}`"),)
+            _strings(table.get("extend-select", []), "extend-select", where),
+            _strings(table.get("ignore", []), "ignore", where), lambda key: f"{where}: `{key}`"),))
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
-        changes["per_file_ignores"] = tuple(
+        settings = replace(settings, per_file_ignores=tuple(
             (pattern, resolve_codes(_strings(codes, f"per-file-ignores.{pattern}", where), where))
-            for pattern, codes in pfi.items())
+            for pattern, codes in pfi.items()))
     if "exclude" in table:
-        changes["exclude"] = _strings(table["exclude"], "exclude", where)
+        settings = replace(settings, exclude=_strings(table["exclude"], "exclude", where))
     if "extend-exclude" in table:
-        changes["extend_exclude"] = _strings(table["extend-exclude"], "extend-exclude", where)
+        settings = replace(settings, extend_exclude=_strings(table["extend-exclude"], "extend-exclude", where))
     if "config-files" in table:
-        changes["config_files"] = _strings(table["config-files"], "config-files", where)
+        settings = replace(settings, config_files=_strings(table["config-files"], "config-files", where))
     for key in ("force-exclude", "respect-gitignore", "fix", "unsafe-fixes"):
         if key in table:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{where}: `{key}` must be true or false, got {table[key]!r}")
-            changes[key.replace("-", "_")] = table[key]
+            settings = replace(settings, **{key.replace("-", "_"): table[key]})
     if "max-file-size" in table:
         size = table["max-file-size"]
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ConfigError(f"{where}: `max-file-size` must be a positive number of bytes, got {size!r}")
-        changes["max_file_size"] = size
+        settings = replace(settings, max_file_size=size)
     if "severity" in table:
-        changes["severity"] = _severities(table["severity"], where)
+        settings = replace(settings, severity=_severities(table["severity"], where))
     run = tuple((key.replace("-", "_"), _run_value(key, table[key], root, where))
                 for key in ("fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir") if key in table)
-    return replace(settings, **changes, run=run)
+    return replace(settings, run=run)
 
 
 def _inside(root: str, value: str, where: str) -> str:
@@ -309,7 +316,7 @@ def _severities(table, where: str) -> Tuple[Tuple[str, str], ...]:
     for selector, level in sorted(table.items(), key=lambda item: (_selector(item[0].strip()) or (0,))[0]):
         if level not in SEVERITIES:
             raise ConfigError(f'{where}: `severity.{selector}` must be "error" or "warning", got {level!r}')
-        levels.update(dict.fromkeys(resolve_codes([selector], f"{where}: `severity`"), level))
+        levels.update({code: str(level) for code in resolve_codes([selector], f"{where}: `severity`")})
     return tuple(sorted(levels.items()))
 
 
@@ -319,7 +326,7 @@ def _run_value(key: str, value, root: str, where: str):
         return value
     if key in ("verify-timeout", "verify-budget") and isinstance(value, (int, float)) \
             and not isinstance(value, bool) and 0 < value < float("inf"):
-        default = RUN_DEFAULTS[key.replace("-", "_")]
+        default = LIMIT_DEFAULTS[key.replace("-", "_")]
         if value > default:  # the checkout's own code runs under these limits: it may only shorten them
             raise ConfigError(f"{where}: `{key}` may be at most its default ({default:g} s) in settings, got "
                               f"{value!r}; pass --{key} to allow more")
@@ -354,18 +361,17 @@ class Overrides:
         return Selection.of(self.select, self.extend_select, self.ignore, lambda key: f"--{key}")
 
     def apply(self, settings: Settings) -> Settings:
-        changes: Dict[str, object] = {}
         layer = self.selection()
         if layer is not None:
-            changes["selections"] = settings.selections + (layer,)
+            settings = replace(settings, selections=settings.selections + (layer,))
         if self.exclude is not None:
-            changes["exclude"] = tuple(self.exclude)
+            settings = replace(settings, exclude=tuple(self.exclude))
         if self.extend_exclude:
-            changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
+            settings = replace(settings, extend_exclude=settings.extend_exclude + tuple(self.extend_exclude))
         for flag in ("force_exclude", "fix", "unsafe_fixes"):
             if getattr(self, flag) is not None:
-                changes[flag] = getattr(self, flag)
-        return replace(settings, **changes)
+                settings = replace(settings, **{flag: getattr(self, flag)})
+        return settings
 
 
 @dataclass
@@ -378,6 +384,7 @@ class Config:
     _by_dir: Dict[str, Settings] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._fixed: Optional[Settings]  # the one Settings of --config or --isolated
         self.overrides.apply(Settings(root=os.getcwd()))  # validate flags early
         if self.config_file is not None:
             table = _table(self.config_file)
@@ -422,7 +429,7 @@ class Config:
             where = _shown(settings.source) if settings.source else None
             enabled = selected_codes(settings.selections)
             if not enabled - {UNREADABLE.code}:
-                origin = " and ".join(filter(None, (where, layer and "the command line")))
+                origin = " and ".join(filter(None, (where, "the command line" if layer is not None else None)))
                 found.append(f"no rule is enabled by {origin}: nothing is reported for the files it configures")
             found.extend(f"{code} is selected on the command line but the `ignore` of {where} removes it: a "
                          "configuration with `select = []` and `ignore` carries its ignores over to the command line"

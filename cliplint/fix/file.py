@@ -33,7 +33,7 @@ class FileFix:
 def fix_python(path: str, display: str, data: bytes, rules: Sequence, unsafe: bool,
                accept: Optional[Accept] = None) -> Optional[FileFix]:
     text, failure = decode_python(display, data)
-    if failure is not None:
+    if text is None or failure is not None:
         return None
     outcome = fix_text(path, text, rules, unsafe, accept)
     after = encode_python(outcome.text, data) if outcome.applied else data
@@ -101,7 +101,8 @@ def fix_notebook(path: str, display: str, data: bytes, rules: Sequence, unsafe: 
         chosen = choose(edits, unsafe, accept, outcome, lambda edit: cells.locate(edit) is not None)
         if not chosen:
             break
-        placed = [(edit, cells.locate(edit)) for edit in chosen]  # before any cell changes
+        # placed before any cell changes
+        placed = [(edit, where) for edit in chosen for where in [cells.locate(edit)] if where is not None]
         for edit, (number, start, end) in sorted(placed, key=lambda pair: pair[0].start, reverse=True):
             sources[number] = sources[number][:start] + edit.replacement + sources[number][end:]
         outcome.applied.extend(replace(edit, cell=number, line=cells.program.locate(edit.line)[1])
@@ -137,7 +138,7 @@ def placed_fixes(path: str, data: bytes, codes) -> Placed:
                                                         line_column(source, end))
         return placed
     text, failure = decode_python(path, data)
-    if failure is not None:
+    if text is None or failure is not None:
         return {}
     return {(None, e.line, e.column, e.code): (e.replacement, line_column(text, e.start), line_column(text, e.end))
             for e in offered(path, text, rules) or []}

@@ -64,8 +64,8 @@ def _string_ends(text: str) -> Dict[int, int]:
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
             if token.end[0] > token.start[0] and token.type != tokenize.NL and token.type != tokenize.NEWLINE:
-                for line in range(token.start[0], token.end[0]):
-                    ends[line] = token.end[0]
+                for spanned in range(token.start[0], token.end[0]):
+                    ends[spanned] = token.end[0]
     except (tokenize.TokenError, SyntaxError):
         pass
     for number, line in enumerate(text.splitlines(), 1):  # a comment cannot follow a backslash continuation
@@ -91,7 +91,7 @@ def add_noqa_paths(findings: Sequence[Finding], targets: Dict[str, Target]) -> T
     for display, found in sorted(by_path.items()):
         target = targets[display]
         data, failure = read_target(target)
-        after, count = _noqa_bytes(target.path, data, found) if data is not None else (data, 0)
+        after, count = _noqa_bytes(target.path, data, found) if data is not None else (b"", 0)
         if count and after != data:
             write_bytes_atomically(target.path, after)
             added += count
@@ -111,13 +111,13 @@ def _noqa_bytes(path: str, data: bytes, findings: Sequence[Finding]) -> Tuple[by
         return (replace_sources(raw, changed).encode("utf-8") if changed else data), added
     if path.lower().endswith((".yaml", ".yml", ".toml")):
         try:
-            text = data.decode("utf-8")
+            config = data.decode("utf-8")
         except UnicodeDecodeError:
             return data, 0
-        fixed, added = add_noqa_config(text, findings)
+        fixed, added = add_noqa_config(config, findings)
         return (fixed.encode("utf-8") if added else data), added
-    text, failure = decode_python(path, data)
-    if failure is not None:
+    source, failure = decode_python(path, data)
+    if source is None or failure is not None:
         return data, 0
-    fixed, added = add_noqa_text(text, findings)
+    fixed, added = add_noqa_text(source, findings)
     return (encode_python(fixed, data) if added else data), added

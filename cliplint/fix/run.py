@@ -30,6 +30,7 @@ def fix_paths(paths: Sequence[str], config, unsafe: Optional[bool] = None, write
         data, failure = read_target(target)
         if failure is not None:
             unreadable.append(failure)
+        if data is None:  # unreadable, or above max-file-size (the lint says so)
             continue
         result = fix_data(target, data, unsafe, accept)
         if result is not None and (result.applied or result.refused or result.notes):
@@ -75,7 +76,7 @@ class FixVerifier:
         self.session = Session(timeout)
 
     def __call__(self, edit: Edit) -> Tuple[bool, Optional[str]]:
-        if edit.fixed_probe is None:
+        if edit.probe is None or edit.fixed_probe is None:
             return True, f"fixed, not verified: no probe for {edit.code}"
         before = self._verdict(edit, edit.probe)
         after = self._verdict(edit, edit.fixed_probe)

@@ -19,7 +19,7 @@ import libcst as cst
 
 from ..analysis import Context, parse, reports_of
 from ..files import common_ends
-from ..findings import SAFE, Finding, Fix, Report
+from ..findings import SAFE, Finding, Fix
 from ..probes import Probe, Snippet, payload
 from ..rules import ALL_RULES, selected
 
@@ -80,9 +80,8 @@ def compiles(text: str) -> bool:
     return True
 
 
-def _edit(ctx: Context, finding: Finding, report: Report) -> Optional[Edit]:
+def _edit(ctx: Context, finding: Finding, fix: Fix, probe: Optional[Probe]) -> Optional[Edit]:
     """The fix as one text edit of the source, or None when its result would not parse."""
-    fix = report.fix
     try:
         fixed = ctx.module.visit(_Replace(dict(fix.changes))).code
     except Exception:  # a replacement libcst cannot generate: the fix is not offered
@@ -92,7 +91,7 @@ def _edit(ctx: Context, finding: Finding, report: Report) -> Optional[Edit]:
         return None
     start, tail = common_ends(source, fixed)
     return Edit(start, len(source) - tail, fixed[start:len(fixed) - tail], finding.code, fix.title, fix.safety,
-                finding.line, finding.column, finding.probe, _fixed_probe(ctx, report.probe, fix))
+                finding.line, finding.column, finding.probe, _fixed_probe(ctx, probe, fix))
 
 
 def _fixed_probe(ctx: Context, probe: Optional[Probe], fix: Fix) -> Optional[dict]:
@@ -146,12 +145,13 @@ def offered(path: str, text: str, rules: Sequence) -> Optional[List[Edit]]:
     does not parse (neither by the CST parser nor by CPython)."""
     if not compiles(text):
         return None
-    module, failure = parse(path, text)
-    if failure is not None:
+    module = parse(path, text)
+    if isinstance(module, Finding):
         return None
     ctx = Context(path, text, module)
     located, _ = reports_of(ctx, rules)
-    edits = [_edit(ctx, finding, report) for finding, report in located if report.fix is not None]
+    edits = [_edit(ctx, finding, report.fix, report.probe if isinstance(report.probe, Probe) else None)
+             for finding, report in located if report.fix is not None]
     return sorted((e for e in edits if e is not None), key=lambda e: (e.start, e.end))
 
 

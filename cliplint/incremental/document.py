@@ -119,9 +119,9 @@ class Version:
     def parsed(cls, text: str) -> Union["Version", Failure, None]:
         """The version of `text` parsed whole; why not, or None when its code does not write
         back to the text."""
-        parsed, failure = parse("", text)
-        if parsed is None or failure is not None:
-            return Failure(text, failure) if failure is not None else None
+        parsed = parse("", text)
+        if isinstance(parsed, Finding):
+            return Failure(text, parsed)
         pieces = [written(statement, parsed) for statement in parsed.body]
         if not _writes_back(text, parsed, pieces, True, True):
             return None
@@ -272,8 +272,8 @@ class Version:
             return WHOLE
         old_length = len(self.text)
         source = text[region.start:region.end + len(text) - old_length]
-        parsed, failure = parse("", source)
-        if parsed is None or failure is not None:
+        parsed = parse("", source)
+        if isinstance(parsed, Finding):
             return WHOLE
         at_start, at_end = region.start == 0, region.end == old_length
         if not at_end and (parsed.footer or not parsed.has_trailing_newline):

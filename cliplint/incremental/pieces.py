@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
 from ..analysis import parse
+from ..findings import Finding
 from ..positions import Span, SpanRecorder, generate
 from .index import StatementIndex
 
@@ -16,6 +17,7 @@ _ROOM = 1 << 20  # node numbers left free around a statement, for it to grow int
 _MEMBER_ROOM = 1 << 16  # the same around each statement of a class
 
 Spans = Dict[cst.CSTNode, Span]
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]  # what a block's body holds
 
 
 class NotNumbered(LookupError):
@@ -33,7 +35,7 @@ class Piece:
     so that typing in one method re-parses, indexes and places that method only. The class's
     own `spans` and `index` then hold just the nodes outside its members."""
 
-    statement: cst.BaseStatement
+    statement: Statement
     code: str
     first_token: int
     spans: Spans
@@ -68,7 +70,7 @@ class Piece:
         if not self.members:
             self.numbered = StatementIndex.of(self.statement, first)
             return
-        members = {member.statement: member for member in self.members}
+        members: Dict[cst.CSTNode, Piece] = {member.statement: member for member in self.members}
         last = self.members[-1].statement
 
         def elsewhere(node: cst.CSTNode, counter: int) -> Optional[int]:
@@ -129,11 +131,11 @@ class Piece:
         return None
 
 
-def written(statement: cst.BaseStatement, module: cst.Module, indent: str = "", split: bool = True) -> Piece:
+def written(statement: Statement, module: cst.Module, indent: str = "", split: bool = True) -> Piece:
     """`statement` of `module` as a piece. `indent`: where the statement is written (a class's
     statement); `split`: a class is split into members."""
     body = statement.body if split and isinstance(statement, cst.ClassDef) else None
-    members = body.body if isinstance(body, cst.IndentedBlock) else ()
+    members = statements(body) if isinstance(body, cst.IndentedBlock) else []
     state = _MemberRecorder(module, members) if members else SpanRecorder(module)
     if indent:
         state.indent_tokens.append(indent)
@@ -148,6 +150,11 @@ def written(statement: cst.BaseStatement, module: cst.Module, indent: str = "", 
                  [part.start for part in parts])
 
 
+def statements(block: cst.IndentedBlock) -> List[Statement]:
+    """A block's statements (libcst types them as any statement; they are always these two)."""
+    return [node for node in block.body if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
+
+
 def _has_block(spans: Spans) -> bool:
     return any(type(node) is cst.IndentedBlock for node in spans)
 
@@ -156,14 +163,14 @@ class _Member(NamedTuple):
     """A member's code generation: its node, where its code starts and ends in the class's,
     and its spans (relative to its start)."""
 
-    node: cst.BaseStatement
+    node: Statement
     start: int
     end: int
     spans: Spans
 
 
 class _Window(NamedTuple):
-    node: cst.BaseStatement
+    node: Statement
     start: int
     end: int
     first_span: int
@@ -175,7 +182,7 @@ class _MemberRecorder(SpanRecorder):
     which spans it recorded (a window of the spans' insertion order: a node's span is recorded
     between its start and its end)."""
 
-    def __init__(self, module: cst.Module, members: Sequence[cst.BaseStatement]) -> None:
+    def __init__(self, module: cst.Module, members: Sequence[Statement]) -> None:
         super().__init__(module)
         self.wanted = set(members)
         self.open: List[Tuple[int, int]] = []
@@ -188,7 +195,7 @@ class _MemberRecorder(SpanRecorder):
 
     def after_codegen(self, node: cst.CSTNode) -> None:
         super().after_codegen(node)
-        if isinstance(node, cst.BaseStatement) and node in self.wanted:
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and node in self.wanted:
             start, first = self.open.pop()
             self.members.append(_Window(node, start, self.offset, first, len(self.spans)))
 
@@ -212,14 +219,14 @@ def reparsed_members(source: str, module: cst.Module, block: cst.IndentedBlock) 
     """The statements of a class written in `source` (at the class's indentation), as pieces,
     when a stand-in class around them parses to exactly them and writes them back."""
     newline, indent = module.default_newline, block.indent or module.default_indent
-    parsed, failure = parse("", f"class _:{newline}{source}")
-    if parsed is None or failure is not None or parsed.header or parsed.footer or len(parsed.body) != 1:
+    parsed = parse("", f"class _:{newline}{source}")
+    if isinstance(parsed, Finding) or parsed.header or parsed.footer or len(parsed.body) != 1:
         return None
     stand_in = parsed.body[0]
     if not isinstance(stand_in, cst.ClassDef) or not isinstance(stand_in.body, cst.IndentedBlock) \
             or stand_in.body.footer or parsed.default_indent != indent or parsed.default_newline != newline:
         return None
-    new = [written(statement, parsed, indent, split=False) for statement in stand_in.body.body]
+    new = [written(statement, parsed, indent, split=False) for statement in statements(stand_in.body)]
     return new if "".join(piece.code for piece in new) == source else None
 
 

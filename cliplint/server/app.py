@@ -133,8 +133,9 @@ class CliplintServer(LanguageServer):
         return self.workspace.root_path or os.path.dirname(path)
 
     def path_of(self, uri: str) -> str:
-        if uri_scheme(uri) == "file":
-            return to_fs_path(uri)
+        path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
+        if path is not None:
+            return path
         base = self.workspace.root_path or os.getcwd()  # an untitled buffer: settings of the workspace
         return os.path.join(base, unquote(uri).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "untitled")
 
@@ -314,7 +315,7 @@ class CliplintServer(LanguageServer):
         lines = lines_of(published.part.text)
         chosen = [(f, shown) for f, shown in published.findings
                   if f.code != UNREADABLE.code and overlaps(shown.range, params.range)]
-        actions = []
+        actions: List[types.CodeAction] = []
         if chosen and wanted(only, types.CodeActionKind.QuickFix):
             fixable = any(f.fix for f, _ in chosen)  # the lint said which findings have a fix: no parse otherwise
             fixes = await self.on_lint_thread(published, quick_fixes) if fixable else []

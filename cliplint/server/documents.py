@@ -151,8 +151,9 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) 
 def notebook_json(snapshot: Snapshot) -> bytes:
     """The cells as the nbformat file the command line reads, so that cells are joined, magics
     neutralised and findings mapped back (and fixes made) exactly as there."""
-    cells = [{"cell_type": "code" if part.code else "markdown", "source": part.text, "metadata": {}}
-             for part in snapshot.parts]
+    cells: List[Dict[str, object]] = [
+        {"cell_type": "code" if part.code else "markdown", "source": part.text, "metadata": {}}
+        for part in snapshot.parts]
     return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
 
 

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import IO, Dict, List, Optional, Tuple
 
 from .channel import authentic
 from .sandbox import layers_missing, scrubbed_environment
@@ -82,6 +82,7 @@ class WorkerHandle:
             os.close(key_read)
         self.buffer = b""
         try:
+            self.requests, self.answers = _pipes(self.process)
             with os.fdopen(key_write, "wb") as pipe:
                 pipe.write(self.key)
             self.info = self._read(ready_timeout, 0)
@@ -98,8 +99,8 @@ class WorkerHandle:
         worker's CPU time (TimeoutError, CpuSpent); `self.used`: the CPU time it took."""
         self.sent += 1
         start = cpu_seconds(self.process.pid)
-        self.process.stdin.write(json.dumps({"id": self.sent, "probe": probe}).encode() + b"\n")
-        self.process.stdin.flush()
+        self.requests.write(json.dumps({"id": self.sent, "probe": probe}).encode() + b"\n")
+        self.requests.flush()
         try:
             return self._read(timeout, self.sent, start, cpu)["answer"]
         finally:
@@ -108,14 +109,14 @@ class WorkerHandle:
 
     def _read(self, timeout: float, expected: int, start: Optional[float] = None, cpu: float = float("inf")) -> dict:
         deadline = time.monotonic() + timeout
-        fd = self.process.stdout.fileno()
+        fd = self.answers.fileno()
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
             ready, _, _ = select.select([fd], [], [], min(remaining, CPU_POLL) if start is not None else remaining)
             now = cpu_seconds(self.process.pid) if start is not None else None
-            if now is not None and now - start > cpu:
+            if start is not None and now is not None and now - start > cpu:
                 raise CpuSpent
             if ready:
                 chunk = os.read(fd, 65536)
@@ -155,9 +156,17 @@ class WorkerHandle:
         self.process.wait()
         for stream in (self.process.stdin, self.process.stdout, self.log):
             try:
-                stream.close()
+                if stream is not None:
+                    stream.close()
             except OSError:
                 pass
+
+
+def _pipes(process: "subprocess.Popen[bytes]") -> Tuple[IO[bytes], IO[bytes]]:
+    """The worker's stdin and stdout: what requests go to and answers come from."""
+    if process.stdin is None or process.stdout is None:
+        raise WorkerFailed("the worker was started without its pipes")
+    return process.stdin, process.stdout
 
 
 def _flavour(legacy: Optional[bool]) -> Dict[str, str]:
