@@ -5,7 +5,7 @@
     python bench/fuzz_parser.py --mixed N  # N random mixtures of the constructs (Hypothesis)
 
 Each input runs in a subprocess, so a segfault shows as a signal. `--limits` is the evidence
-behind analysis.MAX_DEPTH; the default mode is what tests/test_parser_limits.py samples in CI.
+behind limits.MAX_DEPTH; the default mode is what tests/test_parser_limits.py samples in CI.
 It takes minutes (libcst's time grows with the square of the nesting): run it once.
 """
 from __future__ import annotations

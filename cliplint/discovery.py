@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from .files import read_regular
-from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, glob_to_regex
+from .globs import glob_to_regex
+from .settings import CONFIG_SUFFIXES, PYTHON_SUFFIXES, Settings
 
 IGNORE_LIMIT = 1024 * 1024  # a bigger .gitignore is not read (a link to /dev/zero never ends)
 
@@ -72,12 +73,12 @@ class GitIgnore:
 class Target:
     path: str
     display: str
-    settings: object
+    settings: Settings
     kind: str  # file | missing | broken symlink | unreadable folder: ...
     cache: Optional[str] = None  # the cache folder, when caching
 
 
-def display_path(path: str) -> str:
+def display_of(path: str) -> str:
     absolute = os.path.abspath(path)
     cwd = os.getcwd()
     if absolute == cwd:
@@ -93,7 +94,7 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
         # A folder's own pyproject.toml configures it (`cliplint src/` with src/pyproject.toml).
         settings = config.for_path(os.path.join(given, "_") if os.path.isdir(given) else given)
         if not os.path.lexists(given):
-            yield Target(given, display_path(given), settings, "missing")
+            yield Target(given, display_of(given), settings, "missing")
         elif os.path.isdir(given):
             if settings.force_exclude and settings.excluded(given) and given not in (".", "./"):
                 continue
@@ -101,7 +102,7 @@ def discover(paths: Sequence[str], config) -> Iterator[Target]:
         elif force_excluded(given, settings):
             continue
         else:
-            yield Target(given, display_path(given), settings, "file")
+            yield Target(given, display_of(given), settings, "file")
 
 
 def lintable(path: str) -> bool:
@@ -135,7 +136,7 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
     try:
         entries = sorted(os.scandir(root), key=lambda e: e.name)
     except OSError as err:
-        yield Target(root, display_path(root), settings, f"unreadable folder: {err.strerror}")
+        yield Target(root, display_of(root), settings, f"unreadable folder: {err.strerror}")
         return
     for entry in entries:
         path = entry.path
@@ -150,7 +151,7 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
                 yield from _walk(path, config, ignore, top)
         elif entry.name.endswith(PYTHON_SUFFIXES) or settings.audits(path):
             kind = "file" if not entry.is_symlink() or os.path.exists(path) else "broken symlink"
-            yield Target(path, display_path(path), config.for_path(path), kind)
+            yield Target(path, display_of(path), config.for_path(path), kind)
 
 
 def unique(targets: Iterable[Target]) -> List[Target]:

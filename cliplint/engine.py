@@ -14,7 +14,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from . import catalogue
 from .cache import LastRun, result_cache, stat_key
-from .discovery import Target, discover, display_path, force_excluded, unique
+from .discovery import Target, discover, display_of, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter, untouched
@@ -38,9 +38,9 @@ def lint_target(target: Target) -> Tuple[List[Finding], bool]:
 
 
 def _rules(codes) -> list:
-    from .rules import ALL_RULES  # rules import libcst: only when a file may hold a finding
+    from .rules import selected  # rules import libcst: only when a file may hold a finding
 
-    return [ALL_RULES[c] for c in codes if c in ALL_RULES]
+    return selected(codes)
 
 
 def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool]:
@@ -68,9 +68,7 @@ def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool
 
 def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
     """CL000 for a file above max-file-size (a `.keras` archive is read lazily: any size)."""
-    if size <= settings.max_file_size or path.lower().endswith(".keras"):
-        return None
-    return bad_input(shown, f"file is {size:,} bytes, above max-file-size ({settings.max_file_size:,}); not linted")
+    return None if path.lower().endswith(".keras") else settings.too_large(shown, size)
 
 
 def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
@@ -186,7 +184,7 @@ def _map(function, targets: List[Target], jobs: int) -> List:
     A worker the parser crashes (a signal) takes its pool down: the files it had not finished
     are linted again, each in a process of its own, and the one that dies gets a CL000."""
     # A pool costs ~0.1 s to start: only worth it for many files.
-    if jobs <= 1 or len(targets) < 2 * PARALLEL_MIN_FILES:
+    if jobs <= 1 or len(targets) < PARALLEL_MIN_FILES:
         return [function(t) for t in targets]
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
@@ -221,7 +219,7 @@ def _alone(function, target: Target) -> Tuple[List[Finding], bool]:
     return (died_parsing(target.display, died), False) if died else result
 
 
-PARALLEL_MIN_FILES = 16
+PARALLEL_MIN_FILES = 32  # fewer files are linted in this process: a pool would cost more than it saves
 
 
 def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
@@ -231,7 +229,7 @@ def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
     if filename != "-" and force_excluded(filename, settings):
         return RunResult([], 0, False)
     codes = settings.enabled_codes(filename)
-    shown = display_path(filename) if filename != "-" else "-"
+    shown = display_of(filename) if filename != "-" else "-"
     oversized = _oversized(filename, len(data), settings, shown)
     findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
     findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)

@@ -21,19 +21,19 @@ def prefilter(data: bytes, rules: Sequence) -> bool:
     return any(token in data for rule in rules for token in rule.tokens)
 
 
-def lint_bytes(path: str, data: bytes, rules: Sequence, display_path: Optional[str] = None
+def lint_bytes(path: str, data: bytes, rules: Sequence, display: Optional[str] = None
                ) -> Tuple[List[Finding], bool]:
-    shown = display_path or path
-    found = untouched(data, [token for rule in rules for token in rule.tokens], shown)
+    display = display or path
+    found = untouched(data, [token for rule in rules for token in rule.tokens], display)
     if found is not None:
         return found, False
-    text, failure = decode_python(shown, data)
+    text, failure = decode_python(display, data)
     if failure:
         return [failure], False
-    return lint_text(path, text, rules, shown)
+    return lint_text(path, text, rules, display)
 
 
-def untouched(data: bytes, tokens: Sequence[bytes], shown: str) -> Optional[List[Finding]]:
+def untouched(data: bytes, tokens: Sequence[bytes], display: str) -> Optional[List[Finding]]:
     """The findings of Python source none of the enabled rules' `tokens` occurs in, found
     without the rules (None when one occurs): an undecodable or binary file is still reported
     (the user asked for it to be linted), and so is a syntax error in a file some rule could
@@ -42,19 +42,19 @@ def untouched(data: bytes, tokens: Sequence[bytes], shown: str) -> Optional[List
         return None
     from .catalogue import any_rule_tokens
 
-    text, failure = decode_python(shown, data)
+    text, failure = decode_python(display, data)
     if failure is None and any(token in data for token in any_rule_tokens()):
-        failure = unparsable(text, shown)
+        failure = unparsable(text, display)
     return [failure] if failure else []
 
 
-def unparsable(text: str, shown: str) -> Optional[Finding]:
+def unparsable(text: str, display: str) -> Optional[Finding]:
     """CL000 for a text CPython cannot parse, found without libcst (ruff reports every syntax
     error too). Compiled under a name that is no file, so CPython does not read the disk."""
     try:
         compile(text, "<cliplint>", "exec", dont_inherit=True, flags=PYCF_ONLY_AST)
     except SyntaxError as err:
-        return syntax_error(shown, err.msg, err.lineno or 1, max(err.offset or 1, 1))
+        return syntax_error(display, err.msg, err.lineno or 1, max(err.offset or 1, 1))
     except (RecursionError, MemoryError, ValueError):
         pass  # the full linter's assessment reports these when a rule could fire
     return None
@@ -63,7 +63,7 @@ def unparsable(text: str, shown: str) -> Optional[Finding]:
 PYCF_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST, without importing ast for a file no rule could fire on
 
 
-def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[Finding], bool]:
+def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List[Finding], bool]:
     """Python source (a file, or a notebook's cells as one program): the ast gate, the reduced
     parse, then the rules."""
     from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
@@ -77,20 +77,21 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
         text, lines = facts.reduced(text, sorted(words))
-    from .analysis import assess, lint_module  # libcst is imported only when a file is parsed
+    from .analysis import lint_module  # libcst is imported only when a file is parsed
+    from .limits import assess
 
     # measured on the original text: nested as deep as the reduced one at least
     refused, risky = assess(text, facts.nesting if facts is not None else None)
     if refused is not None:
-        return [replace(refused, path=shown)], False
+        return [replace(refused, path=display)], False
     if not risky:
-        return lint_module(path, text, rules, shown, lines, gated=True)
-    result, died = contained(lint_module, path, text, rules, shown, lines, True)
-    return (died_parsing(shown, died), False) if died else result
+        return lint_module(path, text, rules, display, lines, gated=True)
+    result, died = contained(lint_module, path, text, rules, display, lines, True)
+    return (died_parsing(display, died), False) if died else result
 
 
-def died_parsing(shown: str, how: str) -> List[Finding]:
-    return [bad_input(shown, f"could not be analysed: the parser crashed ({how})")]
+def died_parsing(display: str, how: str) -> List[Finding]:
+    return [bad_input(display, f"could not be analysed: the parser crashed ({how})")]
 
 
 def contained(function: Callable, *args) -> Tuple[Any, Optional[str]]:

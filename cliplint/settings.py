@@ -12,11 +12,12 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 from . import catalogue
 from .files import read_regular
-from .findings import UNREADABLE
+from .findings import UNREADABLE, Finding, bad_input
+from .globs import matcher, path_matches
 
 try:
     import tomllib
@@ -38,8 +39,8 @@ KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "ext
 SEVERITIES = ("error", "warning")
 # The settings of a whole run, not of a file: taken from the settings of the first path named
 # (the current folder's by default), and a flag given on the command line wins.
-RUN_DEFAULTS = {"fail_on": "warning", "verify_timeout": 30.0, "verify_budget": 600.0, "jobs": 0,
-                "cache_dir": ".cliplint_cache"}
+LIMIT_DEFAULTS = {"verify_timeout": 30.0, "verify_budget": 600.0}  # settings may only lower these
+RUN_DEFAULTS = {"fail_on": "warning", **LIMIT_DEFAULTS, "jobs": 0, "cache_dir": ".cliplint_cache"}
 DEFAULT_MAX_FILE_SIZE = 10 * 1024 * 1024
 DEFAULT_CONFIG_FILES = tuple("*" + suffix for suffix in CONFIG_SUFFIXES)
 # Files that cannot hold optimizer settings: never audited unless named on the command line.
@@ -59,7 +60,7 @@ class ConfigError(Exception):
 
 def resolve_codes(selectors: Iterable[str], where: str) -> FrozenSet[str]:
     """Codes, prefixes (`CL00`), names (`log-of-softmax`) and `ALL` to a set of codes."""
-    codes = set()
+    codes: Set[str] = set()
     for selector in selectors:
         if not isinstance(selector, str):
             raise ConfigError(f"{where}: expected rule codes as strings, got {selector!r}")
@@ -87,78 +88,6 @@ def _selector(token: str) -> Optional[Tuple[int, FrozenSet[str]]]:
     return None
 
 
-def glob_to_regex(pattern: str) -> re.Pattern:
-    """A gitignore-style glob: `**` crosses directories, `*` and `?` do not."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i)
-            if end == -1:
-                out.append(re.escape(pattern[i]))
-                i += 1
-            else:
-                out.append(fnmatch.translate(pattern[i:end + 1])[4:-3])
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def path_matches(pattern: str, relative: str, fixed: int = 0) -> bool:
-    """Does a path (posix, relative to the config's folder) match an exclude/ignore pattern?
-
-    A pattern without a slash matches any path component (`venv`, `*.pyi`); one with a slash
-    matches the path or one of the folders above it (`fixtures/`, `tests/**`). The first
-    `fixed` components were named on the command line and are never matched.
-    """
-    pattern = pattern.replace("\\", "/")
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
-    regex = _compiled(pattern)
-    parts = relative.split("/")
-    if "/" not in pattern:
-        return any(regex.match(part) for part in parts[fixed:])
-    return any(regex.match("/".join(parts[:i])) for i in range(max(fixed, 0) + 1, len(parts) + 1))
-
-
-@lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern:
-    return glob_to_regex(pattern)
-
-
-@lru_cache(maxsize=64)
-def _matcher(patterns: Tuple[str, ...]):
-    """`path_matches` for a whole list of patterns at once: one regex for the patterns that
-    match a single component, and the few with a slash tried one by one."""
-    cleaned = [p.replace("\\", "/")[2:] if p.startswith("./") else p.replace("\\", "/") for p in patterns]
-    cleaned = [p.rstrip("/") for p in cleaned]
-    component = [_compiled(p).pattern for p in cleaned if "/" not in p]
-    one = re.compile("|".join(f"(?:{c})" for c in component)) if component else None
-    with_slash = [p for p in cleaned if "/" in p]
-
-    def matches(relative: str, fixed: int = 0) -> bool:
-        parts = relative.split("/")
-        if one is not None and any(one.match(part) for part in parts[fixed:]):
-            return True
-        return any(path_matches(p, relative, fixed) for p in with_slash)
-
-    return matches
-
-
 @dataclass(frozen=True)
 class Selection:
     """One layer of rule selection: a configuration file's, or the command line's. Selectors
@@ -179,8 +108,16 @@ class Selection:
     def named_codes(self) -> FrozenSet[str]:
         """The rules `select` and `extend-select` name one by one (by code or name, not by prefix)."""
         selectors = (*(self.select or ()), *self.extend_select)
-        return frozenset(code for specificity, codes in map(_selector, selectors) if len(codes) == 1
+        return frozenset(code for specificity, codes in map(_known, selectors) if len(codes) == 1
                          for code in codes if specificity == len(code))
+
+
+def _known(token: str) -> Tuple[int, FrozenSet[str]]:
+    """`_selector` of a selector `Selection.of` has validated."""
+    found = _selector(token)
+    if found is None:
+        raise ConfigError(f"unknown rule selector {token!r}")
+    return found
 
 
 def _stripped(selectors: Sequence[str]) -> Tuple[str, ...]:
@@ -199,8 +136,8 @@ def selected_codes(selections: Tuple[Selection, ...]) -> FrozenSet[str]:
         chosen = [(s, True) for s in (*(layer.select or ()), *layer.extend_select)]
         chosen += [(s, False) for s in (*layer.ignore, *carried)]
         updates: Dict[str, bool] = {}  # least specific first; at equal specificity, ignores last
-        for selector, on in sorted(chosen, key=lambda pair: (_selector(pair[0])[0], pair[1] is False)):
-            updates.update(dict.fromkeys(_selector(selector)[1], on))
+        for selector, on in sorted(chosen, key=lambda pair: (_known(pair[0])[0], pair[1] is False)):
+            updates.update(dict.fromkeys(_known(selector)[1], on))
         turned_on = frozenset(code for code, on in updates.items() if on)
         carried = ()
         if layer.select is not None:
@@ -252,6 +189,12 @@ class Settings:
             return absolute[len(prefix):].replace(os.sep, "/")
         return os.path.relpath(absolute, self.root).replace(os.sep, "/")
 
+    def too_large(self, display: str, size: int, unit: str = "bytes") -> Optional[Finding]:
+        """CL000 for a file of `size` `unit` above max-file-size; None within it."""
+        if size <= self.max_file_size:
+            return None
+        return bad_input(display, f"file is {size:,} {unit}, above max-file-size ({self.max_file_size:,}); not linted")
+
     def enabled_codes(self, path: str) -> FrozenSet[str]:
         codes = selected_codes(self.selections)
         if not self.per_file_ignores:
@@ -271,7 +214,7 @@ class Settings:
         if below is not None:
             start = self._relative_or_absolute(below)
             fixed = 0 if start in ("", ".") else len(start.split("/"))
-        return _matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
+        return matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
 
     def _relative_or_absolute(self, path: str) -> str:
         relative = self.relative(path)
@@ -317,40 +260,39 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KEYS))})")
     settings = Settings(root=root, source=source)
-    changes: Dict[str, object] = {}
     if {"select", "extend-select", "ignore"} & set(table):
-        changes["selections"] = (Selection.of(
+        settings = replace(settings, selections=(Selection.of(
             _strings(table["select"], "select", where) if "select" in table else None,
-            *(_strings(table.get(key, []), key, where) for key in ("extend-select", "ignore")),
-            lambda key: f"{where}: `{key}`"),)
+            _strings(table.get("extend-select", []), "extend-select", where),
+            _strings(table.get("ignore", []), "ignore", where), lambda key: f"{where}: `{key}`"),))
     if "per-file-ignores" in table:
         pfi = table["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{where}: `per-file-ignores` must be a table of glob = [codes]")
-        changes["per_file_ignores"] = tuple(
+        settings = replace(settings, per_file_ignores=tuple(
             (pattern, resolve_codes(_strings(codes, f"per-file-ignores.{pattern}", where), where))
-            for pattern, codes in pfi.items())
+            for pattern, codes in pfi.items()))
     if "exclude" in table:
-        changes["exclude"] = _strings(table["exclude"], "exclude", where)
+        settings = replace(settings, exclude=_strings(table["exclude"], "exclude", where))
     if "extend-exclude" in table:
-        changes["extend_exclude"] = _strings(table["extend-exclude"], "extend-exclude", where)
+        settings = replace(settings, extend_exclude=_strings(table["extend-exclude"], "extend-exclude", where))
     if "config-files" in table:
-        changes["config_files"] = _strings(table["config-files"], "config-files", where)
+        settings = replace(settings, config_files=_strings(table["config-files"], "config-files", where))
     for key in ("force-exclude", "respect-gitignore", "fix", "unsafe-fixes"):
         if key in table:
             if not isinstance(table[key], bool):
                 raise ConfigError(f"{where}: `{key}` must be true or false, got {table[key]!r}")
-            changes[key.replace("-", "_")] = table[key]
+            settings = replace(settings, **{key.replace("-", "_"): table[key]})
     if "max-file-size" in table:
         size = table["max-file-size"]
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ConfigError(f"{where}: `max-file-size` must be a positive number of bytes, got {size!r}")
-        changes["max_file_size"] = size
+        settings = replace(settings, max_file_size=size)
     if "severity" in table:
-        changes["severity"] = _severities(table["severity"], where)
+        settings = replace(settings, severity=_severities(table["severity"], where))
     run = tuple((key.replace("-", "_"), _run_value(key, table[key], root, where))
                 for key in ("fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir") if key in table)
-    return replace(settings, **changes, run=run)
+    return replace(settings, run=run)
 
 
 def _inside(root: str, value: str, where: str) -> str:
@@ -374,7 +316,7 @@ def _severities(table, where: str) -> Tuple[Tuple[str, str], ...]:
     for selector, level in sorted(table.items(), key=lambda item: (_selector(item[0].strip()) or (0,))[0]):
         if level not in SEVERITIES:
             raise ConfigError(f'{where}: `severity.{selector}` must be "error" or "warning", got {level!r}')
-        levels.update(dict.fromkeys(resolve_codes([selector], f"{where}: `severity`"), level))
+        levels.update({code: str(level) for code in resolve_codes([selector], f"{where}: `severity`")})
     return tuple(sorted(levels.items()))
 
 
@@ -384,7 +326,7 @@ def _run_value(key: str, value, root: str, where: str):
         return value
     if key in ("verify-timeout", "verify-budget") and isinstance(value, (int, float)) \
             and not isinstance(value, bool) and 0 < value < float("inf"):
-        default = RUN_DEFAULTS[key.replace("-", "_")]
+        default = LIMIT_DEFAULTS[key.replace("-", "_")]
         if value > default:  # the checkout's own code runs under these limits: it may only shorten them
             raise ConfigError(f"{where}: `{key}` may be at most its default ({default:g} s) in settings, got "
                               f"{value!r}; pass --{key} to allow more")
@@ -419,18 +361,17 @@ class Overrides:
         return Selection.of(self.select, self.extend_select, self.ignore, lambda key: f"--{key}")
 
     def apply(self, settings: Settings) -> Settings:
-        changes: Dict[str, object] = {}
         layer = self.selection()
         if layer is not None:
-            changes["selections"] = settings.selections + (layer,)
+            settings = replace(settings, selections=settings.selections + (layer,))
         if self.exclude is not None:
-            changes["exclude"] = tuple(self.exclude)
+            settings = replace(settings, exclude=tuple(self.exclude))
         if self.extend_exclude:
-            changes["extend_exclude"] = settings.extend_exclude + tuple(self.extend_exclude)
+            settings = replace(settings, extend_exclude=settings.extend_exclude + tuple(self.extend_exclude))
         for flag in ("force_exclude", "fix", "unsafe_fixes"):
             if getattr(self, flag) is not None:
-                changes[flag] = getattr(self, flag)
-        return replace(settings, **changes)
+                settings = replace(settings, **{flag: getattr(self, flag)})
+        return settings
 
 
 @dataclass
@@ -443,6 +384,7 @@ class Config:
     _by_dir: Dict[str, Settings] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._fixed: Optional[Settings]  # the one Settings of --config or --isolated
         self.overrides.apply(Settings(root=os.getcwd()))  # validate flags early
         if self.config_file is not None:
             table = _table(self.config_file)
@@ -487,7 +429,7 @@ class Config:
             where = _shown(settings.source) if settings.source else None
             enabled = selected_codes(settings.selections)
             if not enabled - {UNREADABLE.code}:
-                origin = " and ".join(filter(None, (where, layer and "the command line")))
+                origin = " and ".join(filter(None, (where, "the command line" if layer is not None else None)))
                 found.append(f"no rule is enabled by {origin}: nothing is reported for the files it configures")
             found.extend(f"{code} is selected on the command line but the `ignore` of {where} removes it: a "
                          "configuration with `select = []` and `ignore` carries its ignores over to the command line"

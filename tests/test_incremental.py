@@ -15,6 +15,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from cliplint.analysis import TreeIndex
 from cliplint.files import common_ends
 from cliplint.incremental import Document
+from cliplint.incremental.index import DocumentIndex
 from cliplint.lint import lint_text
 from cliplint.rules import ALL_RULES
 
@@ -224,7 +225,7 @@ def test_an_error_mid_update_leaves_no_half_state(monkeypatch):
     def broken(*args):
         raise KeyError("simulated")
 
-    monkeypatch.setattr(TreeIndex, "splice", broken)
+    monkeypatch.setattr(DocumentIndex, "splice", broken)
     with pytest.raises(KeyError):
         document.update(edited(text, 10, "{i}x = 1\n"))
     monkeypatch.undo()

@@ -6,8 +6,9 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from cliplint.analysis import Context, Positions
+from cliplint.analysis import Context
 from cliplint.facts import statement_lines
+from cliplint.positions import Positions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SOURCES = [p for p in sorted(FIXTURES.glob("*.py")) if p.name != "broken_syntax.py"]

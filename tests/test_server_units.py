@@ -6,8 +6,9 @@ import os
 import pytest
 
 from cliplint.findings import Finding
-from cliplint.server.documents import CONFIG, PYTHON, Buffers, Part, Snapshot, WorkspaceSettings, diagnose
-from cliplint.server.edits import Change, change_between, noqa_edit
+from cliplint.incremental import Document
+from cliplint.server.changes import Change, change_between, noqa_change
+from cliplint.server.documents import CONFIG, PYTHON, Part, Snapshot, WorkspaceSettings, diagnose
 from cliplint.server.protocol import lines_of, position
 
 LOG = "import tensorflow as tf\ny = tf.math.log(tf.nn.softmax(x))\n"
@@ -40,17 +41,17 @@ def edited(text: str, change: Change) -> str:
     ("x = '# noqa: CL001'\n", 1, "x = '# noqa: CL001'  # noqa: CL004\n"),  # a string is no comment
 ])
 def test_python_noqa_edit(source, line, expected):
-    assert edited(source, noqa_edit(source, finding(line), PYTHON, "a.py")) == expected
+    assert edited(source, noqa_change(source, finding(line), PYTHON, "a.py")) == expected
 
 
 def test_config_noqa_edits():
     toml = "[opt]\nclipnorm = 0  # noqa: CL001\n"
-    assert edited(toml, noqa_edit(toml, finding(2, "CL009"), CONFIG, "a.toml")) == \
+    assert edited(toml, noqa_change(toml, finding(2, "CL009"), CONFIG, "a.toml")) == \
         "[opt]\nclipnorm = 0  # noqa: CL001, CL009\n"
     yaml = "opt:\n  clipnorm: 0\n"
-    assert edited(yaml, noqa_edit(yaml, finding(2, "CL009"), CONFIG, "a.yaml")) == \
+    assert edited(yaml, noqa_change(yaml, finding(2, "CL009"), CONFIG, "a.yaml")) == \
         "opt:\n  clipnorm: 0  # noqa: CL009\n"
-    assert noqa_edit('{"clipnorm": 0}', finding(1, "CL009"), CONFIG, "a.json") is None
+    assert noqa_change('{"clipnorm": 0}', finding(1, "CL009"), CONFIG, "a.json") is None
 
 
 def test_change_between_is_the_differing_middle():
@@ -101,11 +102,10 @@ def test_a_crash_inside_cliplint_is_a_cl000_in_that_document(tmp_path):
 def test_live_diagnostics_leave_out_probes_until_verify_asks(tmp_path):
     """The same findings either way; only a lint for `cliplint.verify` builds what the
     verifier runs, and a document's next version reuses its parsed statements."""
-    buffers = Buffers()
-    live = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), buffers, probes=False)
-    probed = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), buffers)
+    document = Document()
+    live = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), document, probes=False)
+    probed = diagnose(snapshot(tmp_path, "a.py", LOG), WorkspaceSettings(), document)
     path = os.path.join(tmp_path, "a.py")
     assert live == probed and [f.code for f in live[path]] == ["CL004"]
     assert live[path][0].probe is None and probed[path][0].probe["kind"] == "softmax"
-    document = buffers.of(path)
     assert document.text == LOG and document.reparsed == 0  # the second lint parsed nothing

@@ -315,9 +315,9 @@ class Dataflow(CallSummaries, FlagDefaults):
         scope = self.scope_of(node)
         pre, end = self.ctx.pre, self.ctx.post[node]
         limit = self.ctx.post.get(scope)
-        spelled = self.names(name)
+        same_name = self.names(name)
         found = []
-        for n in spelled[first_numbered(spelled, end + 1, pre):]:
+        for n in same_name[first_numbered(same_name, end + 1, pre):]:
             if limit is not None and pre[n] > limit:
                 break
             if self.scope_of(n) is scope and not self._is_store(n):

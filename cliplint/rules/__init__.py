@@ -1,8 +1,9 @@
 """Rule base class and registry.
 
 A rule is one small class (Fixit style) carrying its code, kebab-case name, severity, a
-three-part doc (why / example / use instead), the byte tokens without which it cannot fire
-(the engine's prefilter), and VALID/INVALID examples that tests and docs are generated from.
+three-part doc (why / example / use instead) from which its page is generated, the byte
+tokens without which it cannot fire (the engine's prefilter), and VALID/INVALID examples the
+test suite runs (tests/test_rule_examples.py); the page only says how many there are.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import importlib
 import pkgutil
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..analysis import Context
 from ..facts import Facts
@@ -103,3 +104,9 @@ def _discover() -> Dict[str, Rule]:
 
 
 ALL_RULES: Dict[str, Rule] = _discover()
+
+
+def selected(codes: Iterable[str]) -> List[Rule]:
+    """The rules of `codes` in code order (codes no rule has, CL000 among them, are skipped):
+    the one place a selection of codes becomes rules."""
+    return [ALL_RULES[code] for code in sorted(codes) if code in ALL_RULES]

@@ -6,7 +6,6 @@ from typing import Iterator, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import block_encloses
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
@@ -14,6 +13,7 @@ from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import appended_lists, enclosing_for, probe_roles
 from ..probes import Discarded, Name, Unused
+from ..replacements import block_encloses
 from . import Invalid, Rule
 
 

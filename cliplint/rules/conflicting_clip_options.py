@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING, Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import statement_line, without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.optimizers import Options, set_options
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
 from ..probes import Attribute, Construct, LateAttribute
+from ..replacements import statement_line, without_keywords
 from . import Invalid, Rule
 
 BUILDERS = OPTIMIZER_CLASSES | OPTIMIZER_FACTORIES  # every report is about an optimizer one of them builds

@@ -6,7 +6,6 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import negated, rebound_between, renamed_callee, spelled
 from ..facts import Facts
 from ..findings import SAFE, UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
@@ -14,6 +13,7 @@ from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import PROBABILITY_WORDS, SIGMOID, SOFTMAX
 from ..probes import LOG_OF, LogOf
+from ..replacements import negated, rebound_between, renamed_callee, spelled
 from . import Invalid, Rule
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}

@@ -6,7 +6,6 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import renamed_callee
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
@@ -14,6 +13,7 @@ from ..flow.gradients import applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
 from ..probes import PerTensor
+from ..replacements import renamed_callee
 from . import Invalid, Rule
 
 

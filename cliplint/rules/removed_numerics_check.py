@@ -6,11 +6,11 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import spelled
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..names import dotted_name
 from ..probes import Numerics
+from ..replacements import spelled
 from . import Invalid, Rule
 
 DISABLES_EAGER = {"tensorflow.disable_eager_execution", "tensorflow.disable_v2_behavior"}

@@ -6,13 +6,13 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import without_keywords
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
 from ..names import PROBABILITY_WORDS
 from ..probes import FROM_LOGITS
+from ..replacements import without_keywords
 from . import Invalid, Rule
 
 LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (

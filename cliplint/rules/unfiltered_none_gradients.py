@@ -6,13 +6,13 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import rebound_between, statement_line
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
 from ..probes import Misaligned, Name, NoneUnsafe
+from ..replacements import rebound_between, statement_line
 from . import Invalid, Rule
 
 

@@ -6,7 +6,6 @@ from typing import Iterator, List, Optional, Tuple
 import libcst as cst
 
 from ..analysis import Context
-from ..edits import parenthesized, spelled
 from ..facts import Facts
 from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
@@ -14,6 +13,7 @@ from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, 
 from ..flow.nodes import arg, walk
 from ..names import EXP, SUMS
 from ..probes import FORMULAS, LogSumExp, Softplus, SqrtExp, UnstableSoftmax
+from ..replacements import parenthesized, spelled
 from . import Invalid, Rule
 
 # kind -> (the stable form's canonical names, preferred first; how the message names it)

@@ -2,10 +2,11 @@
 
 documents.py  an editor's text (a file, a notebook's cells, a training config) -> findings
 protocol.py   findings -> LSP diagnostics (positions in the client's encoding, codes, links)
-edits.py      the "Disable CLxxx for this line" edit
+changes.py    the changes offered: "Disable CLxxx for this line", a fix as one change of the text
 pages.py      hover: the rule's page
 verifier.py   `cliplint.verify`: the `--verify` session, started on demand
-app.py        the server: sync, scheduling off the message loop, code actions, hover, commands
+app.py        the server: sync, scheduling off the message loop, code actions, hover, commands;
+              one `Tracked` record per open document
 
 Needs pygls and lsprotocol (`pip install 'cliplint[lsp]'`); the rest of cliplint never imports this package.
 """

@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from lsprotocol import types
 
 from ..findings import Finding
-from .edits import Change
+from .changes import Change
 from .fixes import QuickFix
 from .protocol import Units, lines_of, position
 

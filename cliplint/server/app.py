@@ -15,8 +15,8 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Dict, Generic, List, Optional, Tuple, TypeVar
 from urllib.parse import unquote
 
 from lsprotocol import types
@@ -25,10 +25,11 @@ from pygls.uris import to_fs_path, uri_scheme
 
 from .. import __version__
 from ..findings import UNREADABLE, Finding
+from ..incremental import Document
 from ..settings import ConfigError
 from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
-from .documents import NOTEBOOK, Buffers, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
-from .edits import noqa_edit
+from .changes import noqa_change
+from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
 from .fixes import fix_all, quick_fixes
 from .pages import hover_text
 from .protocol import contains, diagnostic, lines_of, overlaps
@@ -51,6 +52,36 @@ class Published:
     findings: Tuple[Tuple[Finding, types.Diagnostic], ...]
 
 
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Versioned(Generic[T]):
+    """Something computed for one version of a document."""
+
+    version: int
+    value: T
+
+
+@dataclass
+class Tracked:
+    """The server's state of one open document (a notebook's for all its cells), dropped
+    whole when it is closed."""
+
+    buffer: Document = field(default_factory=Document)  # its parsed statements (the lint thread's)
+    started: float = float("-inf")  # when its last lint started (monotonic)
+    pending: Optional[asyncio.Task] = None  # a lint waiting out the debounce
+    published: Dict[str, Published] = field(default_factory=dict)  # part URI -> its diagnostics
+    linted: Optional[Versioned[Dict[str, List[Finding]]]] = None  # the last lint: findings per part URI
+    verdicts: Optional[Versioned[Dict[Finding, Optional[dict]]]] = None  # from cliplint.verify
+    computed: Dict[str, Versioned[object]] = field(default_factory=dict)  # what (quick fixes, fix all) -> result
+
+    def cancel(self) -> None:
+        if self.pending is not None:
+            self.pending.cancel()
+            self.pending = None
+
+
 class CliplintServer(LanguageServer):
     def __init__(self) -> None:
         cells = types.NotebookDocumentFilterWithCells(
@@ -60,25 +91,24 @@ class CliplintServer(LanguageServer):
                              notebook_selector=[cells], save=True))
         # libcst's native parser recurses on the linting thread: give the threads started from
         # here a stack of a known size (a platform's default may be 128 KB), 25x what the deepest
-        # text the nesting gate lets through needs (analysis.MAX_DEPTH).
+        # text the nesting gate lets through needs (limits.MAX_DEPTH).
         threading.stack_size(THREAD_STACK)
         self.lint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-lint")
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
         self.settings = WorkspaceSettings()  # used by the lint thread only
-        self.buffers = Buffers()  # each open document's parsed statements (the lint thread's)
-        self.started: Dict[str, float] = {}  # key -> when its last lint started (monotonic)
+        self.tracked: Dict[str, Tracked] = {}  # document (or notebook) URI -> its state
         self.debounce = DEFAULT_DEBOUNCE
         self.verifier = Verifier(DEFAULT_VERIFY_TIMEOUT)
-        self.pending: Dict[str, asyncio.Task] = {}
-        self.published: Dict[str, Published] = {}
-        self.cells_published: Dict[str, Tuple[str, ...]] = {}  # notebook -> cell URIs with diagnostics
-        self.results: Dict[str, Tuple[int, Dict[str, List[Finding]]]] = {}  # key -> (version, last lint)
-        self.computed: Dict[Tuple[str, str], Tuple[int, object]] = {}  # (key, what) -> (version, fixes)
-        self.verdicts: Dict[str, Tuple[int, Dict[Finding, dict]]] = {}  # key -> (version, verdicts)
         self.shutdown_requested = False
         self.tokens = itertools.count(1)
 
     # Documents -----------------------------------------------------------------------------
+
+    def state(self, key: str) -> Tracked:
+        tracked = self.tracked.get(key)
+        if tracked is None:
+            tracked = self.tracked[key] = Tracked()
+        return tracked
 
     def open_text(self, uri: str):
         """The synchronised text document, or None when the editor has closed it."""
@@ -103,8 +133,9 @@ class CliplintServer(LanguageServer):
         return self.workspace.root_path or os.path.dirname(path)
 
     def path_of(self, uri: str) -> str:
-        if uri_scheme(uri) == "file":
-            return to_fs_path(uri)
+        path = to_fs_path(uri) if uri_scheme(uri) == "file" else None
+        if path is not None:
+            return path
         base = self.workspace.root_path or os.getcwd()  # an untitled buffer: settings of the workspace
         return os.path.join(base, unquote(uri).rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "untitled")
 
@@ -138,11 +169,10 @@ class CliplintServer(LanguageServer):
     def schedule(self, key: str, debounce: float) -> None:
         """Lint `key` once `debounce` seconds have passed since its last lint started (at once
         if they have), replacing a lint already waiting for it."""
-        waiting = self.pending.pop(key, None)
-        if waiting is not None:
-            waiting.cancel()
-        delay = max(0.0, self.started.get(key, float("-inf")) + debounce - time.monotonic())
-        self.pending[key] = asyncio.ensure_future(self._lint_later(key, delay))
+        tracked = self.state(key)
+        tracked.cancel()
+        delay = max(0.0, tracked.started + debounce - time.monotonic())
+        tracked.pending = asyncio.ensure_future(self._lint_later(key, delay))
 
     async def _lint_later(self, key: str, delay: float) -> None:
         if delay:
@@ -158,51 +188,48 @@ class CliplintServer(LanguageServer):
 
     async def lint(self, snapshot: Snapshot) -> Optional[Dict[str, List[Finding]]]:
         """Lint on the worker thread and publish, unless the document changed meanwhile."""
-        self.started[snapshot.key] = time.monotonic()
+        tracked = self.state(snapshot.key)
+        tracked.started = time.monotonic()
         found = await asyncio.get_running_loop().run_in_executor(
-            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, False)
+            self.lint_pool, diagnose, snapshot, self.settings, tracked.buffer, False)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
-        self.results[snapshot.key] = (snapshot.version, found)
+        self.state(snapshot.key).linted = Versioned(snapshot.version, found)
         self.publish(snapshot, self._with_verdicts(snapshot, found))
         return found
 
     def _with_verdicts(self, snapshot: Snapshot, found: Dict[str, List[Finding]]) -> Dict[str, List[Finding]]:
-        version, verdicts = self.verdicts.get(snapshot.key, (None, {}))
-        if version != snapshot.version:
+        verdicts = self.state(snapshot.key).verdicts
+        if verdicts is None or verdicts.version != snapshot.version:
             return found
-        return {uri: [replace(f, verification=verdicts.get(f)) for f in findings] for uri, findings in found.items()}
+        return {uri: [replace(f, verification=verdicts.value.get(f)) for f in findings]
+                for uri, findings in found.items()}
 
     def publish(self, snapshot: Snapshot, found: Dict[str, List[Finding]]) -> None:
         units = self.workspace.position_codec.client_num_units
+        published = self.state(snapshot.key).published
+        uris = {part.uri for part in snapshot.parts}
+        self.clear([uri for uri in published if uri not in uris])  # a notebook's deleted cells
+        for uri in [uri for uri in published if uri not in uris]:
+            del published[uri]
         for part in snapshot.parts:
             lines = lines_of(part.text)
             pairs = tuple((f, diagnostic(f, lines, units)) for f in found.get(part.uri, ()))
-            self.published[part.uri] = Published(part.version, part, snapshot, pairs)
+            published[part.uri] = Published(part.version, part, snapshot, pairs)
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                 uri=part.uri, diagnostics=[d for _, d in pairs], version=part.version))
-        if snapshot.kind == NOTEBOOK:
-            uris = tuple(part.uri for part in snapshot.parts)
-            self.clear([uri for uri in self.cells_published.get(snapshot.key, ()) if uri not in uris])
-            self.cells_published[snapshot.key] = uris
 
     def clear(self, uris: List[str]) -> None:
         for uri in uris:
-            self.published.pop(uri, None)
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def forget(self, key: str, uris: List[str]) -> None:
         """A closed document: nothing pending, nothing shown."""
-        waiting = self.pending.pop(key, None)
-        if waiting is not None:
-            waiting.cancel()
-        self.verdicts.pop(key, None)
-        self.results.pop(key, None)
-        self.started.pop(key, None)
-        self.buffers.forget(key)
-        for what in [entry for entry in self.computed if entry[0] == key]:
-            del self.computed[what]
-        self.clear(uris + list(self.cells_published.pop(key, ())))
+        tracked = self.tracked.pop(key, None)
+        if tracked is not None:
+            tracked.cancel()
+        published = list(tracked.published) if tracked is not None else []
+        self.clear(uris + [uri for uri in published if uri not in uris])
 
     def open_keys(self) -> List[str]:
         """Every open document: text documents that are no notebook's cell, and notebooks."""
@@ -223,14 +250,15 @@ class CliplintServer(LanguageServer):
         snapshot = self.snapshot(key)
         if snapshot is None:
             raise ValueError(f"{uri} is not a document cliplint lints")
-        version, found = self.results.get(key, (None, None))
-        if version != snapshot.version:
+        linted = self.state(key).linted
+        found = linted.value if linted is not None and linted.version == snapshot.version else None
+        if found is None:
             found = await self.lint(snapshot)  # not linted at this version yet
         if found is None:
             raise ValueError(f"{uri} changed while it was being linted; run the command again")
         loop = asyncio.get_running_loop()
         probed = await loop.run_in_executor(  # live diagnostics carry no probe: lint again with them
-            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, True)
+            self.lint_pool, diagnose, snapshot, self.settings, self.state(key).buffer, True)
         placed = [(part_uri, f) for part_uri, findings in probed.items() for f in findings]
         token = await self._begin_progress(len(placed))
 
@@ -250,7 +278,7 @@ class CliplintServer(LanguageServer):
             if token is not None:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="cliplint: verified"))
         if self.current_version(key) == snapshot.version:  # not edited (nor closed) meanwhile
-            self.verdicts[key] = (snapshot.version, {f: f.verification for f in verified})
+            self.state(key).verdicts = Versioned(snapshot.version, {f: f.verification for f in verified})
             self.publish(snapshot, self._with_verdicts(snapshot, found))
         return [{"uri": part_uri, "code": f.code, "line": f.line, "column": f.column, **(f.verification or {})}
                 for (part_uri, _), f in zip(placed, verified)]
@@ -270,7 +298,9 @@ class CliplintServer(LanguageServer):
 
     def current(self, uri: str) -> Optional[Published]:
         """The published diagnostics of `uri`, if they belong to the text the editor shows now."""
-        published = self.published.get(uri)
+        notebook = self.notebook_of(uri)
+        tracked = self.tracked.get(notebook.uri if notebook is not None else uri)
+        published = tracked.published.get(uri) if tracked is not None else None
         document = self.open_text(uri)
         if published is None or document is None or document.version != published.version:
             return None
@@ -285,7 +315,7 @@ class CliplintServer(LanguageServer):
         lines = lines_of(published.part.text)
         chosen = [(f, shown) for f, shown in published.findings
                   if f.code != UNREADABLE.code and overlaps(shown.range, params.range)]
-        actions = []
+        actions: List[types.CodeAction] = []
         if chosen and wanted(only, types.CodeActionKind.QuickFix):
             fixable = any(f.fix for f, _ in chosen)  # the lint said which findings have a fix: no parse otherwise
             fixes = await self.on_lint_thread(published, quick_fixes) if fixable else []
@@ -303,7 +333,7 @@ class CliplintServer(LanguageServer):
     def _noqa_actions(self, uri: str, published: Published, chosen, lines, units) -> List[types.CodeAction]:
         actions, seen = [], set()
         for finding, shown in chosen:
-            change = noqa_edit(published.part.text, finding, published.snapshot.kind, published.snapshot.path)
+            change = noqa_change(published.part.text, finding, published.snapshot.kind, published.snapshot.path)
             if change is not None and (finding.code, change.line) not in seen:
                 seen.add((finding.code, change.line))
                 actions.append(noqa_action(uri, finding, change, shown, lines, units))
@@ -311,12 +341,13 @@ class CliplintServer(LanguageServer):
 
     async def on_lint_thread(self, published: Published, compute):
         """`compute(snapshot, settings)` on the linting thread, once per document version."""
-        key = (published.snapshot.key, compute.__name__)
-        version, result = self.computed.get(key, (None, None))
-        if version != published.snapshot.version:
-            result = await asyncio.get_running_loop().run_in_executor(
-                self.lint_pool, compute, published.snapshot, self.settings)
-            self.computed[key] = (published.snapshot.version, result)
+        computed = self.state(published.snapshot.key).computed
+        done = computed.get(compute.__name__)
+        if done is not None and done.version == published.snapshot.version:
+            return done.value
+        result = await asyncio.get_running_loop().run_in_executor(
+            self.lint_pool, compute, published.snapshot, self.settings)
+        self.state(published.snapshot.key).computed[compute.__name__] = Versioned(published.snapshot.version, result)
         return result
 
     def hover(self, params: types.HoverParams) -> Optional[types.Hover]:
@@ -422,8 +453,8 @@ def build() -> CliplintServer:
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CliplintServer, params: None) -> None:
         ls.shutdown_requested = True
-        for waiting in ls.pending.values():
-            waiting.cancel()
+        for tracked in ls.tracked.values():
+            tracked.cancel()
         ls.close()
 
     return server

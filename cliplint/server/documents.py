@@ -19,7 +19,7 @@ from ..findings import Finding, bad_input
 from ..incremental import Document
 from ..lint import prefilter
 from ..notebook import lint_notebook
-from ..rules import ALL_RULES
+from ..rules import selected
 from ..settings import CONFIG_SUFFIXES, Config, ConfigError, Settings
 
 PYTHON, NOTEBOOK, CONFIG = "python", "notebook", "config"
@@ -90,24 +90,6 @@ class WorkspaceSettings:
         self.seen.update(stamps)
 
 
-class Buffers:
-    """The parsed state of each open document, kept between its versions so that an edit
-    re-parses only the statements it touched. Used by the linting thread; `forget` may come
-    from the message loop (a document the thread still holds stays whole until it is done)."""
-
-    def __init__(self) -> None:
-        self.documents: Dict[str, Document] = {}
-
-    def of(self, key: str) -> Document:
-        document = self.documents.get(key)
-        if document is None:
-            document = self.documents[key] = Document()
-        return document
-
-    def forget(self, key: str) -> None:
-        self.documents.pop(key, None)
-
-
 def _mtime(path: str) -> Optional[int]:
     try:
         return os.stat(path).st_mtime_ns
@@ -115,13 +97,13 @@ def _mtime(path: str) -> Optional[int]:
         return None
 
 
-def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, buffers: Optional[Buffers] = None,
+def diagnose(snapshot: Snapshot, workspace: WorkspaceSettings, document: Optional[Document] = None,
              probes: bool = True) -> Dict[str, List[Finding]]:
     """Findings per published document (an empty list clears a document's diagnostics).
-    `buffers`: what earlier versions parsed (None: parse from scratch); `probes`: False for
+    `document`: what earlier versions parsed (None: parse from scratch); `probes`: False for
     findings that will not be verified (Python code: they carry no probe)."""
     found: Dict[str, List[Finding]] = {part.uri: [] for part in snapshot.parts}
-    document = buffers.of(snapshot.key) if buffers is not None else Document()
+    document = document if document is not None else Document()
     try:
         findings = _findings(snapshot, workspace, partial(document.lint, probes=probes))
     except ConfigError as err:
@@ -141,7 +123,7 @@ def enabled_rules(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[Set
     if settings.excluded(snapshot.path) or (snapshot.kind == CONFIG and not settings.audits(snapshot.path)):
         return settings, frozenset(), []
     codes = settings.enabled_codes(snapshot.path)
-    return settings, codes, [ALL_RULES[code] for code in codes if code in ALL_RULES]
+    return settings, codes, selected(codes)
 
 
 def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) -> List[Finding]:
@@ -151,9 +133,9 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) 
         return []
     text = snapshot.parts[0].text
     size = sum(len(part.text) for part in snapshot.parts)
-    if size > settings.max_file_size:
-        return [bad_input(snapshot.path, f"file is {size:,} characters, above max-file-size "
-                                         f"({settings.max_file_size:,}); not linted")]
+    refused = settings.too_large(snapshot.path, size, "characters")
+    if refused is not None:
+        return [refused]
     if snapshot.kind == NOTEBOOK:
         findings = _notebook(snapshot, rules, lint)
     elif snapshot.kind == CONFIG:
@@ -169,8 +151,9 @@ def _findings(snapshot: Snapshot, workspace: WorkspaceSettings, lint: Callable) 
 def notebook_json(snapshot: Snapshot) -> bytes:
     """The cells as the nbformat file the command line reads, so that cells are joined, magics
     neutralised and findings mapped back (and fixes made) exactly as there."""
-    cells = [{"cell_type": "code" if part.code else "markdown", "source": part.text, "metadata": {}}
-             for part in snapshot.parts]
+    cells: List[Dict[str, object]] = [
+        {"cell_type": "code" if part.code else "markdown", "source": part.text, "metadata": {}}
+        for part in snapshot.parts]
     return json.dumps({"cells": cells, "nbformat": 4, "nbformat_minor": 5, "metadata": {}}).encode()
 
 

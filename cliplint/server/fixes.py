@@ -14,8 +14,8 @@ from ..findings import SAFE
 from ..fix import fix_notebook, fix_text, fixes_for
 from ..notebook import cell_sources
 from ..settings import ConfigError
+from .changes import Change, change_between
 from .documents import NOTEBOOK, PYTHON, Snapshot, WorkspaceSettings, enabled_rules, notebook_json
-from .edits import Change, change_between
 
 
 @dataclass(frozen=True)

@@ -75,7 +75,7 @@ def shown(text: str) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
 
 
-def dotted(node: ast.AST) -> Optional[List[str]]:
+def name_parts(node: ast.AST) -> Optional[List[str]]:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -135,7 +135,7 @@ class Rebuilder(ast.NodeTransformer):
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         """`self.params["clip_norm"]`, `config["lr"]` on a name the snippet does not define: a
         stand-in like an unknown attribute (the key is never run)."""
-        chain = dotted(node.value)
+        chain = name_parts(node.value)
         key = node.slice.value if isinstance(node.slice, ast.Constant) else None
         if chain and chain[0] not in self.bound and chain[0] not in self.imports and isinstance(key, str) \
                 and key.isidentifier() and not key.startswith("_") and isinstance(node.ctx, ast.Load):
@@ -188,7 +188,7 @@ class Rebuilder(ast.NodeTransformer):
                 keyword.arg = new
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        chain = dotted(node)
+        chain = name_parts(node)
         private = [a for a in (chain or [node.attr]) if a.startswith("_")]
         if private:
             raise Refused(f"the attribute `.{private[0]}`" if private[0] != (chain or [""])[0]

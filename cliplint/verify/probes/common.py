@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
 from ..allowlist import BUILTINS, allowed, entry
-from ..rebuild import SYMBOL_PREFIX, check_worker_code, dotted, stand_in_name
+from ..rebuild import SYMBOL_PREFIX, check_worker_code, name_parts, stand_in_name
 from .guard import REGISTRY, Refusal, guard
 
 KERAS = tf.keras
@@ -322,7 +322,7 @@ def bound_name(text: str) -> str:
 def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
     """Bind the expression `text` to `value`: a name, or a variable list read through attributes
     (`model.trainable_variables`, `self.model.trainable_variables`): stand-ins along the chain."""
-    chain = dotted(tree_of(text).body[0].value) if text else None
+    chain = name_parts(tree_of(text).body[0].value) if text else None
     if not chain:
         return
     if len(chain) == 1:

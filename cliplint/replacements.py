@@ -17,7 +17,7 @@ _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Flo
           cst.List, cst.Tuple, cst.Dict)
 
 
-def dotted(text: str) -> cst.BaseExpression:
+def attribute_chain(text: str) -> cst.BaseExpression:
     """`a.b.c` as Name/Attribute nodes."""
     head, *rest = text.split(".")
     node: cst.BaseExpression = cst.Name(head)
@@ -38,7 +38,7 @@ def spelled(imports, targets: Iterable[str]) -> Optional[cst.BaseExpression]:
             elif target.startswith(prefix + "."):
                 found.append(local + target[len(prefix):])
         if found:
-            return dotted(min(found, key=lambda text: (text.count("."), text)))
+            return attribute_chain(min(found, key=lambda text: (text.count("."), text)))
     return None
 
 
@@ -88,7 +88,8 @@ def rebound_between(ctx, name: str, scope: cst.CSTNode, start: int, end: int) ->
 
 
 def _stored(ctx, name: cst.Name) -> bool:
-    node, parent = name, ctx.parent.get(name)
+    node: cst.CSTNode = name
+    parent = ctx.parent.get(name)
     while isinstance(parent, (cst.Element, cst.StarredElement, cst.Tuple, cst.List)):
         node, parent = parent, ctx.parent.get(parent)
     if isinstance(parent, (cst.AssignTarget, cst.AsName)):

@@ -8,12 +8,13 @@ comments and gets no such edit.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Optional
 
+from ..files import common_ends
 from ..findings import Finding
 from ..fix import add_noqa_text
+from ..fix.text import line_column
 from ..suppress import NOQA
 from .documents import NOTEBOOK, PYTHON
 from .protocol import lines_of
@@ -30,21 +31,16 @@ class Change:
     text: str
 
 
-def _point(text: str, offset: int):
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
 def change_between(before: str, after: str) -> Optional[Change]:
     """The one replacement turning `before` into `after` (the differing middle), None if equal."""
     if before == after:
         return None
-    start = len(os.path.commonprefix([before, after]))
-    tail = len(os.path.commonprefix([before[start:][::-1], after[start:][::-1]]))
-    return Change(*_point(before, start), *_point(before, len(before) - tail), after[start:len(after) - tail])
+    start, tail = common_ends(before, after)
+    return Change(*line_column(before, start), *line_column(before, len(before) - tail),
+                  after[start:len(after) - tail])
 
 
-def noqa_edit(text: str, finding: Finding, kind: str, path: str) -> Optional[Change]:
+def noqa_change(text: str, finding: Finding, kind: str, path: str) -> Optional[Change]:
     """The edit silencing `finding` (None where no comment can hold it)."""
     if kind in (PYTHON, NOTEBOOK):  # a notebook's finding is edited in its cell: Python
         after, added = add_noqa_text(text, [finding])
