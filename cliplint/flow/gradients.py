@@ -1,13 +1,14 @@
 """The gradient model the rules share: what is a gradient list (from `tape.gradient`,
 `tf.gradients`, `compute_gradients`, through names, unpacking, comprehensions and `zip`),
 which loop or comprehension name is one of its elements, whether that element is guarded
-against `None`, and whether a value reaches `optimizer.apply_gradients(...)`.
+against `None`, what a clip of a list binds (`clipping`), and whether a value reaches
+`optimizer.apply_gradients(...)`.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -153,6 +154,36 @@ class Gradients:
         key = (0,) if grads.pairs else ()
         return (grads, [by_path[key]]) if key in by_path else None
 
+    def clipping(self, assign: cst.Assign) -> Optional[Clipping]:
+        """The clip of a gradient list that an assignment binds to a new name, the clip's transfer
+        function on a list: `clipped, norm = tf.clip_by_global_norm(grads, c)`, `clipped =
+        tf.clip_by_global_norm(grads, c)[0]`, `clipped = [tf.clip_by_norm(g, c) for g in grads]` (also
+        over `zip(grads, variables)`)."""
+        ctx = self.ctx
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        value = assign.value
+        call: Optional[cst.Call]
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) \
+                and ctx.call_name(value) == "tensorflow.clip_by_global_norm":
+            names = dict((path, name.value) for name, path in target_names(target))
+            clipped, source, call = names.get((0,)), arg(value, 0, "t_list"), value
+        elif isinstance(target, cst.Name) and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Call) \
+                and ctx.call_name(value.value) == "tensorflow.clip_by_global_norm":
+            clipped, source, call = target.value, arg(value.value, 0, "t_list"), value.value
+        elif isinstance(target, cst.Name) and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            call = next((n for n in walk(value.elt) if isinstance(n, cst.Call)
+                         and ctx.call_name(n) == "tensorflow.clip_by_norm"), None)
+            iterable = value.for_in.iter
+            source = iterable.args[0].value if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
+                and iterable.func.value == "zip" and iterable.args else iterable
+            clipped = target.value if call is not None else None
+        else:
+            return None
+        if not clipped or clipped == "_" or not isinstance(source, cst.Name) or source.value == clipped \
+                or self.gradient_list(source) is None:
+            return None
+        return Clipping(clipped, source, call)
+
     def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
         """Is this name one element of a gradient list, bound by a loop or comprehension?"""
         binding = self.flow.binding_of(use)
@@ -197,6 +228,12 @@ class Gradients:
 
 APPLY_METHODS = ("apply_gradients", "apply")
 _COMBINERS = ("zip", *PASS_THROUGH)  # what pairs lists, and what copies one
+
+
+class Clipping(NamedTuple):
+    clipped: str  # the name the clipped list is bound to
+    source: cst.Name  # the unclipped list, as the clip reads it
+    call: Optional[cst.Call]  # the clip
 
 
 def applied(flow: Dataflow, produced: cst.CSTNode) -> bool:

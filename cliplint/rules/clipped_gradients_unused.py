@@ -16,35 +16,6 @@ from ..probes import Discarded, Name, Unused
 from ..replacements import block_encloses
 from . import Invalid, Rule
 
-
-def _clipping(ctx: Context, assign: cst.Assign) -> Optional[Tuple[str, cst.Name, Optional[cst.Call]]]:
-    """(clipped name, unclipped list name at the clip, clip call) for an assignment that clips a
-    gradient list into a new name."""
-    target = assign.targets[0].target if len(assign.targets) == 1 else None
-    value = assign.value
-    call: Optional[cst.Call]
-    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Call) \
-            and ctx.call_name(value) == "tensorflow.clip_by_global_norm":
-        names = dict((path, name.value) for name, path in target_names(target))
-        clipped, source, call = names.get((0,)), arg(value, 0, "t_list"), value
-    elif isinstance(target, cst.Name) and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Call) \
-            and ctx.call_name(value.value) == "tensorflow.clip_by_global_norm":
-        clipped, source, call = target.value, arg(value.value, 0, "t_list"), value.value
-    elif isinstance(target, cst.Name) and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-        call = next((n for n in walk(value.elt) if isinstance(n, cst.Call)
-                     and ctx.call_name(n) == "tensorflow.clip_by_norm"), None)
-        iterable = value.for_in.iter
-        source = iterable.args[0].value if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
-            and iterable.func.value == "zip" and iterable.args else iterable
-        clipped = target.value if call is not None else None
-    else:
-        return None
-    if not clipped or clipped == "_" or not isinstance(source, cst.Name) or source.value == clipped \
-            or ctx.flow.gradient_list(source) is None:
-        return None
-    return clipped, source, call
-
-
 CLIPS = {"tensorflow.clip_by_norm", "tensorflow.clip_by_value", "tensorflow.clip_by_global_norm"}
 CLIP_CALLS = frozenset(CLIPS)
 
@@ -194,7 +165,7 @@ class ClippedGradientsUnused(Rule):
         if not applies:
             return
         for assign in ctx.nodes(cst.Assign):
-            found = _clipping(ctx, assign)
+            found = ctx.flow.gradients.clipping(assign)
             if found is None:
                 continue
             clipped, source, call = found
