@@ -76,7 +76,9 @@ def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List
     lines = None
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
-        text, lines = facts.reduced(text, sorted(words))
+        from .reduction import reduced
+
+        text, lines = reduced(facts, text, sorted(words))
     from .analysis import lint_module  # libcst is imported only when a file is parsed
     from .limits import assess
 

@@ -1,4 +1,4 @@
-"""Definitions no rule can see are left out of the libcst parse (`Facts.reduced`); the findings
+"""Definitions no rule can see are left out of the libcst parse (`reduction.reduced`); the findings
 must be exactly those of every rule on the whole module, however definitions refer to each other."""
 import textwrap
 
@@ -6,6 +6,7 @@ import pytest
 
 from cliplint.analysis import lint_module
 from cliplint.lint import facts_of, lint_bytes
+from cliplint.reduction import reduced
 from cliplint.rules import ALL_RULES
 
 RULES = list(ALL_RULES.values())
@@ -31,10 +32,10 @@ def codes(source):
 def blanked(source):
     """The definitions the engine leaves out, by name."""
     source = textwrap.dedent(source)
-    reduced, _ = facts_of(source).reduced(source, WORDS)
-    assert len(reduced.splitlines()) == len(source.splitlines()), "line numbers must not move"
+    kept, _ = reduced(facts_of(source), source, WORDS)
+    assert len(kept.splitlines()) == len(source.splitlines()), "line numbers must not move"
     return {line.split("(")[0][4:] for line in source.splitlines() if line.startswith("def ")} - \
-        {line.split("(")[0][4:] for line in reduced.splitlines() if line.startswith("def ")}
+        {line.split("(")[0][4:] for line in kept.splitlines() if line.startswith("def ")}
 
 
 def test_unrelated_definitions_are_left_out_and_findings_stay():
@@ -192,13 +193,13 @@ def test_flag_definitions_in_a_function_are_kept():
 def _blanked_methods(source):
     """The methods the engine leaves out, by name (the reduced text keeps every line)."""
     source = textwrap.dedent(source)
-    reduced, _ = facts_of(source).reduced(source, WORDS)
-    assert len(reduced.splitlines()) == len(source.splitlines()), "line numbers must not move"
-    compile(reduced, "m.py", "exec")  # a class left with no method still parses (`pass`)
+    kept, _ = reduced(facts_of(source), source, WORDS)
+    assert len(kept.splitlines()) == len(source.splitlines()), "line numbers must not move"
+    compile(kept, "m.py", "exec")  # a class left with no method still parses (`pass`)
 
     def methods(text):
         return {line.strip().split("(")[0][4:] for line in text.splitlines() if line.startswith("    def ")}
-    return methods(source) - methods(reduced)
+    return methods(source) - methods(kept)
 
 
 def test_a_class_keeps_only_the_methods_a_rule_can_see():

@@ -102,7 +102,7 @@ def test_valid_training_statement_mixes_never_crash_a_rule(lines):
 @FUZZ
 @given(st.lists(st.sampled_from(TOP_LEVEL), min_size=1, max_size=30))
 def test_leaving_definitions_out_of_the_parse_changes_nothing(statements):
-    """The engine blanks out definitions no rule can see (`Facts.reduced`); whatever the mix
+    """The engine blanks out definitions no rule can see (`reduction.reduced`); whatever the mix
     of definitions, the findings equal those of every rule on the whole module."""
     # the tokens in a comment of their own, so that they do not mark `tf` as a token's binding
     text = "import tensorflow as tf\n# " + TOKENS.split("#")[1] + "\n".join(statements)

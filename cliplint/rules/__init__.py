@@ -38,7 +38,7 @@ class Rule:
     severity: str = "error"
     tokens: Tuple[bytes, ...] = ()
     # Words that change the rule's result wherever they occur in the module (not only where it
-    # reports): definitions holding one are never left out of the parse (`Facts.reduced`).
+    # reports): definitions holding one are never left out of the parse (`reduction.reduced`).
     context_tokens: Tuple[bytes, ...] = ()
     why: str = ""
     example: str = ""
