@@ -15,7 +15,7 @@ import ast
 import bisect
 import re
 from functools import lru_cache
-from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
 
 from .spellings import canonical
 
@@ -29,12 +29,21 @@ def callee(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _start(node: ast.AST) -> Position:
+# The nodes that have a place in the source (a module, an expression context have none).
+Located = Union[ast.expr, ast.stmt, ast.arg, ast.keyword, ast.alias, ast.excepthandler, ast.pattern]
+
+
+def _start(node: Located) -> Position:
     return node.lineno, node.col_offset
 
 
-def end(node: ast.AST) -> Position:
-    return node.end_lineno, node.end_col_offset
+def end(node: Located) -> Position:
+    """Where `node` ends (CPython's parser always sets it; a built node ends where it starts)."""
+    return last_line(node), node.end_col_offset if node.end_col_offset is not None else node.col_offset
+
+
+def last_line(node: Located) -> int:
+    return node.end_lineno if node.end_lineno is not None else node.lineno
 
 
 def first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
@@ -51,7 +60,7 @@ class Sorted:
         self.positions = [p for p, _ in pairs]
         self.labels = [label for _, label in pairs]
 
-    def within(self, node: ast.AST, start: Optional[Position] = None) -> List[str]:
+    def within(self, node: Located, start: Optional[Position] = None) -> List[str]:
         """The labels inside `node`'s span (from `start` when given: decorators come first)."""
         return self.between(start or _start(node), end(node))
 
@@ -61,23 +70,23 @@ class Sorted:
 
 
 class Facts:
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.words: Set[str] = set()  # every name, attribute and string constant
         self.stored_attributes: Set[str] = set()
         self.none_compare = False  # something is compared with None
         self.assigned: Dict[str, int] = {}  # name -> how many assignments bind it
         self.calls_by_name: Dict[str, List[ast.Call]] = {}  # callee (last part) -> its calls
-        self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword (or dict key) -> every value given it
+        self.keyword_values: Dict[str, List[ast.expr]] = {}  # keyword (or dict key) -> every value given it
         self.argument_callees: Set[str] = set()  # callees whose call is passed straight to another call
         self.statement_callees: Set[str] = set()  # callees whose call is a statement of its own (result unused)
-        self.assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
-        self.single_assignments: List[Tuple[ast.AST, ast.AST]] = []  # `target = value` with one target
-        self.iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
-        self.zipped_first: List[ast.AST] = []  # first list of every zip(a, b, ...)
-        self.bindings: List[Tuple[str, ast.AST]] = []  # (name, value): assignments and parameter defaults
+        self.assignments: List[Tuple[ast.expr, ast.expr]] = []  # (target, value), loops included
+        self.single_assignments: List[Tuple[ast.expr, ast.expr]] = []  # `target = value` with one target
+        self.iterables: List[ast.expr] = []  # what loops, comprehensions and map() iterate
+        self.zipped_first: List[ast.expr] = []  # first list of every zip(a, b, ...)
+        self.bindings: List[Tuple[str, ast.expr]] = []  # (name, value): assignments and parameter defaults
         self._names: List[Tuple[Position, str]] = []
         self._callees: List[Tuple[Position, str]] = []
-        self._functions: List[Tuple[str, ast.AST]] = []
+        self._functions: List[Tuple[str, Union[ast.FunctionDef, ast.AsyncFunctionDef]]] = []
         # for `reduced`: what each top-level statement binds, reads and changes
         self.body = tree.body
         self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)
@@ -300,7 +309,7 @@ class Facts:
             ("stored", self._stored), ("imports", self._imports), ("scope", self._scope_changes),
             ("loads", self._attribute_loads), ("stores", self._attribute_stores))}
 
-    def carries_gradients(self, node: ast.AST) -> bool:
+    def carries_gradients(self, node: ast.expr) -> bool:
         """Does `node` use a name that may hold gradients, or call a gradient function?"""
         return not self.gradient_names.isdisjoint(self.names_at.within(node)) \
             or not GRADIENT_CALLS.isdisjoint(self.callees_at.within(node))
@@ -379,7 +388,7 @@ def _with_namespaces(names: FrozenSet[str]) -> FrozenSet[str]:
     return frozenset(found)
 
 
-_SEE = {
+_SEE: Dict[type, Callable[[Facts, Any], None]] = {
     ast.Call: Facts._see_call,
     ast.Name: Facts._see_name,
     ast.Attribute: Facts._see_attribute,

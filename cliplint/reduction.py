@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .facts import DEFINITIONS, Facts, Position, Sorted, end, first_line, split_lines
+from .facts import DEFINITIONS, Facts, Position, Sorted, end, first_line, last_line, split_lines
 
 
 def reduced(facts: Facts, text: str, words: Sequence[str]) -> Tuple[str, List[int]]:
@@ -97,15 +97,15 @@ def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[in
     heads: List[int] = []
     for statement in body:
         heads.append(len(units))
-        first, last = first_line(statement), statement.end_lineno
-        methods = [m for m in getattr(statement, "body", ()) if isinstance(statement, ast.ClassDef)
-                   and isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and _starts_its_line(m, lines)]
-        if not methods:
+        first, last = first_line(statement), last_line(statement)
+        methods = [m for m in statement.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and _starts_its_line(m, lines)] if isinstance(statement, ast.ClassDef) else []
+        if not isinstance(statement, ast.ClassDef) or not methods:
             units.append(_Unit(first, last, [((first, 0), end(statement))],
                                isinstance(statement, DEFINITIONS), {getattr(statement, "name", "")}))
             continue
         head = len(units)
-        bounds = [(first, 0)] + [edge for m in methods for edge in ((first_line(m), 0), (m.end_lineno + 1, 0))]
+        bounds = [(first, 0)] + [edge for m in methods for edge in ((first_line(m), 0), (last_line(m) + 1, 0))]
         bounds.append((last + 1, 0))
         spans = [(low, high) for low, high in zip(bounds[::2], bounds[1::2]) if low < high]
         members = tuple(range(head + 1, head + 1 + len(methods)))
@@ -113,7 +113,7 @@ def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[in
                            only_methods=len(methods) == len(statement.body)))
         for method in methods:
             name = method.name
-            units.append(_Unit(first_line(method), method.end_lineno,
+            units.append(_Unit(first_line(method), last_line(method),
                                [((first_line(method), 0), end(method))], True, set(), owner=head, method=name,
                                implicit=name in _IMPLICIT_METHODS or name.startswith("__")))
     return units, heads

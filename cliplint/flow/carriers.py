@@ -234,7 +234,8 @@ def sources(flow: Dataflow, expr: cst.BaseExpression) -> Set[object]:
     """Where the value of `expr` starts: the expressions and unassigned bindings (a parameter
     no call passes, a loop variable) that carriers lead back to and no further."""
     starts: Set[object] = set()
-    todo, seen = [expr], set()
+    todo: List[cst.BaseExpression] = [expr]
+    seen: Set[cst.BaseExpression] = set()
     while todo and len(seen) < TRACE_LIMIT:
         current = todo.pop(0)
         if current in seen:
