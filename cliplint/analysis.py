@@ -13,7 +13,7 @@ import re
 import sys
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Type, cast
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # positions: see Positions
@@ -21,7 +21,7 @@ from libcst._nodes.internal import CodegenState  # positions: see Positions
 from .facts import cpython_tree, nesting, split_lines
 from .findings import Finding, Report, bad_input, syntax_error
 from .flow import Flow
-from .flow.nodes import children, first_numbered
+from .flow.nodes import N, children, first_numbered
 from .names import ImportTable
 from .probes import payload
 from .suppress import ALL, file_noqa, noqa_comments, suppressed
@@ -160,11 +160,12 @@ class Context:
             self.imports.add(node)
         self.flow = Flow(self, probes)
 
-    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
+    def nodes(self, *types: Type[N]) -> List[N]:
         """All nodes of the given types, in source order."""
+        by_type = cast(Dict[Type[N], List[N]], self._by_type)  # it files each node under its type
         if len(types) == 1:
-            return self._by_type.get(types[0], [])
-        found = [n for t in types for n in self._by_type.get(t, [])]
+            return by_type.get(types[0], [])
+        found = [n for t in types for n in by_type.get(t, [])]
         return sorted(found, key=self.pre.__getitem__)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:

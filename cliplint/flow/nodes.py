@@ -3,21 +3,29 @@ assignment target binds, call arguments, `None` tests, and where a node goes amo
 in source order.
 
 `ModuleIndex` is what the dataflow reads from an indexed module (`analysis.Context` is one):
-a structural type, so this package does not import the module that builds it.
+a structural type, so this package does not import the module that builds it. `LocalFlow` is
+what the mixins of `local.Dataflow` (calls.py, constants.py) read from it.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional, Protocol, Tuple, Type
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 
 import libcst as cst
 
 from ..names import ImportTable
 
+if TYPE_CHECKING:  # local.py imports this module
+    from .local import Binding
+
 # Compared with type(), not isinstance: libcst's nodes are ABCs, and these tests run per name.
 SCOPE_TYPES = frozenset((cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef))
 COMPREHENSION_TYPES = frozenset((cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp))
 MAX_DEPTH = 8
+
+N = TypeVar("N", bound=cst.CSTNode)
+# What a call runs that has parameters and returns a value.
+Function = Union[cst.FunctionDef, cst.Lambda]
 
 
 class ModuleIndex(Protocol):
@@ -29,7 +37,7 @@ class ModuleIndex(Protocol):
     pre: Dict[cst.CSTNode, int]
     post: Dict[cst.CSTNode, int]
 
-    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]: ...
+    def nodes(self, *types: Type[N]) -> List[N]: ...
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]: ...
 
@@ -40,6 +48,24 @@ class ModuleIndex(Protocol):
     def call_name(self, node: cst.CSTNode) -> Optional[str]: ...
 
     def text(self, node: cst.CSTNode) -> str: ...
+
+
+class LocalFlow(Protocol):
+    """The bindings and scopes of `local.Dataflow`, which its mixins (`calls.CallSummaries`,
+    `constants.FlagDefaults`) build on: they subclass this, `Dataflow` defines it. Declared here,
+    below all three, so each mixin reads on its own and type-checks against what it uses."""
+
+    ctx: ModuleIndex
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode: ...
+
+    def method_of(self, node: cst.CSTNode) -> Optional[Tuple[cst.FunctionDef, cst.ClassDef]]: ...
+
+    def binding_of(self, use: cst.CSTNode) -> Optional[Binding]: ...
+
+    def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression: ...
+
+    def flag_defaults(self) -> Dict[str, Optional[cst.BaseExpression]]: ...
 
 
 # Tokens and whitespace: never what a rule looks for, and most of the nodes of a tree.
@@ -75,7 +101,7 @@ def _kept(kind: type) -> bool:
     return keep
 
 
-def first_numbered(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
+def first_numbered(nodes: Sequence[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
     """Where a node numbered `number` (in pre-order) goes in `nodes`, which are in source order:
     the first one numbered `number` or more. Python 3.9's bisect takes no key."""
     if not nodes or pre[nodes[-1]] < number:
@@ -93,7 +119,7 @@ def first_numbered(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode,
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The child nodes a rule can care about, in field order (cheaper than `node.children`,
     which regenerates the node; whitespace, brackets and commas are left out)."""
-    found = []
+    found: List[cst.CSTNode] = []
     for name in _child_fields(type(node)):
         value = getattr(node, name)
         kind = type(value)
