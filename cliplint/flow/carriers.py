@@ -28,6 +28,7 @@ import libcst as cst
 
 from .constants import UNKNOWN, constant
 from .local import Binding, Dataflow
+from .nodes import grandparent
 
 PASS_THROUGH = ("list", "tuple")
 
@@ -106,7 +107,7 @@ def collected(flow: Dataflow, value: cst.CSTNode, owner: cst.CSTNode) -> Optiona
     appended to, or stored back into (`gvs[i] = (clipped, var)`); None when nothing gathers it."""
     ctx = flow.ctx
     if isinstance(owner, cst.Lambda):
-        return ctx.parent.get(ctx.parent.get(owner))
+        return grandparent(ctx, owner)
     if isinstance(owner, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
         return owner
     holding: set = {value}

@@ -3,19 +3,27 @@ constants, parameter defaults and command-line flag defaults (`args.clipnorm`, `
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import enum
+from typing import Dict, Final, Optional, Tuple, Union
 
 import libcst as cst
 
 from .nodes import MAX_DEPTH, LocalFlow, arg
 
 
-class _Unknown:
+class _Unknown(enum.Enum):
+    """A one-member enum, not a bare object: `x is not UNKNOWN` then narrows `x`'s type."""
+
+    UNKNOWN = "UNKNOWN"
+
     def __repr__(self) -> str:
         return "UNKNOWN"
 
+    __str__ = __repr__
 
-UNKNOWN = _Unknown()
+
+UNKNOWN: Final = _Unknown.UNKNOWN
+Number = Union[int, float, _Unknown]  # a known int or float, else UNKNOWN
 
 
 class FlagDefaults(LocalFlow):

@@ -8,13 +8,13 @@ rule's policy: the rules decide what to report from these answers.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
 from ..names import EXP, SHAPE_CHANGES, SUMS
 from .carriers import origins
-from .constants import UNKNOWN, constant
+from .constants import UNKNOWN, Number, constant
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
 
@@ -66,7 +66,7 @@ POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "k
                              "keras.backend.clip"})
 
 
-def number(flow: Dataflow, expr) -> object:
+def number(flow: Dataflow, expr) -> Number:
     """The literal a value is, also wrapped in `tf.constant(...)`/`tf.cast(...)`; else UNKNOWN."""
     value = flow.value_of(expr)
     for _ in range(3):
@@ -246,7 +246,7 @@ def _same(flow: Dataflow, a, b) -> bool:
     return flow.ctx.text(a) == flow.ctx.text(b)
 
 
-def difference(flow: Dataflow, expr) -> Optional[cst.BinaryOperation]:
+def difference(flow: Dataflow, expr) -> Optional[Union[cst.BinaryOperation, cst.Call]]:
     """The `a - b` (or `tf.subtract(a, b)`) `expr` is, names followed, else None."""
     value = flow.value_of(expr)
     if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):

@@ -17,7 +17,16 @@ import libcst as cst
 from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
 from .calls import CallSummaries
 from .constants import FlagDefaults
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, first_numbered, target_names
+from .nodes import (
+    COMPREHENSION_TYPES,
+    MAX_DEPTH,
+    SCOPE_TYPES,
+    ModuleIndex,
+    arg,
+    first_numbered,
+    grandparent,
+    target_names,
+)
 
 # How many calls a value is followed through into a function's parameter. Two covers the shape
 # real code has (a training step calls a loss helper that calls a small log helper); each level
@@ -164,8 +173,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         return None
 
     def _mapped_lambda(self, lam: cst.Lambda, use: cst.Name, index: int) -> Binding:
-        above = self.ctx.parent.get(lam)
-        call = self.ctx.parent.get(above) if above is not None else None
+        call = grandparent(self.ctx, lam)
         iterable = None
         if isinstance(call, cst.Call) and (isinstance(call.func, cst.Name) and call.func.value == "map"
                                            or self.ctx.call_name(call) in MAPPERS) and len(call.args) > index + 1:

@@ -150,6 +150,12 @@ def target_names(target: cst.CSTNode, path: Tuple[int, ...] = ()) -> Iterator[Tu
         yield from target_names(target.value, path)
 
 
+def grandparent(ctx: ModuleIndex, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The parent of `node`'s parent: the call a lambda is an argument of (`map(lambda g: ..., grads)`)."""
+    parent = ctx.parent.get(node)
+    return ctx.parent.get(parent) if parent is not None else None
+
+
 def is_none(node: Optional[cst.CSTNode]) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
