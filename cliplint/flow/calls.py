@@ -1,7 +1,7 @@
 """Calls between the module's own functions and methods: which definition a call runs, what it
 returns, where it is called from, what each call site passes, and branches a call switches off.
 
-A mixin of `local.Dataflow` (it uses the bindings and scopes there, as `nodes.LocalFlow`
+A mixin of `local.Dataflow` (it uses the bindings and scopes there, as `bindings.LocalFlow`
 declares them), kept apart so the local dataflow and the inter-procedural summaries can each
 be read on their own.
 """
@@ -11,8 +11,9 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from .bindings import LocalFlow
 from .constants import UNKNOWN, constant
-from .nodes import Function, LocalFlow
+from .nodes import Function
 
 
 class CallSummaries(LocalFlow):

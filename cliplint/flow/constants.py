@@ -8,7 +8,8 @@ from typing import Dict, Final, Optional, Tuple, Union
 
 import libcst as cst
 
-from .nodes import MAX_DEPTH, LocalFlow, arg
+from .bindings import LocalFlow
+from .nodes import MAX_DEPTH, arg
 
 
 class _Unknown(enum.Enum):

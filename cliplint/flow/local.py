@@ -9,12 +9,12 @@ bindings sit local aliases of imported names; calls between the module's functio
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple, cast
 
 import libcst as cst
 
 from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
+from .bindings import Binding
 from .calls import CallSummaries
 from .constants import FlagDefaults
 from .nodes import (
@@ -32,17 +32,6 @@ from .nodes import (
 # real code has (a training step calls a loss helper that calls a small log helper); each level
 # multiplies the call sites to look at, and deeper chains were not seen in the real-code set.
 PARAMETER_DEPTH = 2
-
-
-@dataclass(frozen=True)
-class Binding:
-    name: str
-    scope: cst.CSTNode
-    kind: str  # assign | iter | with | param | def | append
-    value: Optional[cst.BaseExpression]  # right-hand side, iterable, default, appended item
-    path: Tuple[int, ...]  # position inside an unpacking target: `a, (b, c) = ...` -> c is (1, 1)
-    owner: cst.CSTNode  # the statement, loop, comprehension or function that binds
-    visible_from: int  # source-order index from which uses see it
 
 
 class Dataflow(CallSummaries, FlagDefaults):

@@ -3,20 +3,16 @@ assignment target binds, call arguments, `None` tests, and where a node goes amo
 in source order.
 
 `ModuleIndex` is what the dataflow reads from an indexed module (`analysis.Context` is one):
-a structural type, so this package does not import the module that builds it. `LocalFlow` is
-what the mixins of `local.Dataflow` (calls.py, constants.py) read from it.
+a structural type, so this package does not import the module that builds it.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
+from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union
 
 import libcst as cst
 
 from ..names import ImportTable
-
-if TYPE_CHECKING:  # local.py imports this module
-    from .local import Binding
 
 # Compared with type(), not isinstance: libcst's nodes are ABCs, and these tests run per name.
 SCOPE_TYPES = frozenset((cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef))
@@ -48,24 +44,6 @@ class ModuleIndex(Protocol):
     def call_name(self, node: cst.CSTNode) -> Optional[str]: ...
 
     def text(self, node: cst.CSTNode) -> str: ...
-
-
-class LocalFlow(Protocol):
-    """The bindings and scopes of `local.Dataflow`, which its mixins (`calls.CallSummaries`,
-    `constants.FlagDefaults`) build on: they subclass this, `Dataflow` defines it. Declared here,
-    below all three, so each mixin reads on its own and type-checks against what it uses."""
-
-    ctx: ModuleIndex
-
-    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode: ...
-
-    def method_of(self, node: cst.CSTNode) -> Optional[Tuple[cst.FunctionDef, cst.ClassDef]]: ...
-
-    def binding_of(self, use: cst.CSTNode) -> Optional[Binding]: ...
-
-    def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression: ...
-
-    def flag_defaults(self) -> Dict[str, Optional[cst.BaseExpression]]: ...
 
 
 # Tokens and whitespace: never what a rule looks for, and most of the nodes of a tree.
