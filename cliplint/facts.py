@@ -15,12 +15,28 @@ import ast
 import bisect
 import re
 from functools import lru_cache
-from typing import Callable, Dict, FrozenSet, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+    cast,
+)
 
 from .spellings import canonical
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
 Position = Tuple[int, int]
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
 def callee(node: ast.Call) -> str:
@@ -29,15 +45,33 @@ def callee(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def _start(node: ast.AST) -> Position:
+class _Located(Protocol):
+    """A node with a position: an expression, a statement, a pattern, an argument..."""
+
+    @property
+    def lineno(self) -> int: ...
+
+    @property
+    def col_offset(self) -> int: ...
+
+    @property
+    def end_lineno(self) -> Optional[int]: ...
+
+    @property
+    def end_col_offset(self) -> Optional[int]: ...
+
+
+def _start(node: _Located) -> Position:
     return node.lineno, node.col_offset
 
 
-def _end(node: ast.AST) -> Position:
-    return node.end_lineno, node.end_col_offset
+def _end(node: _Located) -> Position:
+    """Where `node` ends: `ast.parse` sets the end of every node (typeshed's Optional is for
+    trees built by hand)."""
+    return cast(Position, (node.end_lineno, node.end_col_offset))
 
 
-def first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
+def first_argument(call: ast.Call, keyword: str) -> Optional[ast.expr]:
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg == keyword), None)
@@ -51,7 +85,7 @@ class _Sorted:
         self.positions = [p for p, _ in pairs]
         self.labels = [label for _, label in pairs]
 
-    def within(self, node: ast.AST, start: Optional[Position] = None) -> List[str]:
+    def within(self, node: _Located, start: Optional[Position] = None) -> List[str]:
         """The labels inside `node`'s span (from `start` when given: decorators come first)."""
         return self.between(start or _start(node), _end(node))
 
@@ -61,23 +95,23 @@ class _Sorted:
 
 
 class Facts:
-    def __init__(self, tree: ast.AST) -> None:
+    def __init__(self, tree: ast.Module) -> None:
         self.words: Set[str] = set()  # every name, attribute and string constant
         self.stored_attributes: Set[str] = set()
         self.none_compare = False  # something is compared with None
         self.assigned: Dict[str, int] = {}  # name -> how many assignments bind it
         self.calls_by_name: Dict[str, List[ast.Call]] = {}  # callee (last part) -> its calls
-        self.keyword_values: Dict[str, List[ast.AST]] = {}  # keyword (or dict key) -> every value given it
+        self.keyword_values: Dict[str, List[ast.expr]] = {}  # keyword (or dict key) -> every value given it
         self.argument_callees: Set[str] = set()  # callees whose call is passed straight to another call
         self.statement_callees: Set[str] = set()  # callees whose call is a statement of its own (result unused)
-        self.assignments: List[Tuple[ast.AST, ast.AST]] = []  # (target, value), loops included
-        self.single_assignments: List[Tuple[ast.AST, ast.AST]] = []  # `target = value` with one target
-        self.iterables: List[ast.AST] = []  # what loops, comprehensions and map() iterate
-        self.zipped_first: List[ast.AST] = []  # first list of every zip(a, b, ...)
-        self.bindings: List[Tuple[str, ast.AST]] = []  # (name, value): assignments and parameter defaults
+        self.assignments: List[Tuple[ast.expr, ast.expr]] = []  # (target, value), loops included
+        self.single_assignments: List[Tuple[ast.expr, ast.expr]] = []  # `target = value` with one target
+        self.iterables: List[ast.expr] = []  # what loops, comprehensions and map() iterate
+        self.zipped_first: List[ast.expr] = []  # first list of every zip(a, b, ...)
+        self.bindings: List[Tuple[str, ast.expr]] = []  # (name, value): assignments and parameter defaults
         self._names: List[Tuple[Position, str]] = []
         self._callees: List[Tuple[Position, str]] = []
-        self._functions: List[Tuple[str, ast.AST]] = []
+        self._functions: List[Tuple[str, Function]] = []
         # for `reduced`: what each top-level statement binds, reads and changes
         self._body = tree.body
         self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)
@@ -293,7 +327,7 @@ class Facts:
                     changed = True
         return names
 
-    def carries_gradients(self, node: ast.AST) -> bool:
+    def carries_gradients(self, node: _Located) -> bool:
         """Does `node` use a name that may hold gradients, or call a gradient function?"""
         return not self.gradient_names.isdisjoint(self.names_at.within(node)) \
             or not GRADIENT_CALLS.isdisjoint(self.callees_at.within(node))
@@ -430,7 +464,7 @@ def _with_namespaces(names: FrozenSet[str]) -> FrozenSet[str]:
     return frozenset(found)
 
 
-_SEE = {
+_SEE: Dict[type, Callable[[Facts, Any], None]] = {  # each handler takes nodes of its key's type
     ast.Call: Facts._see_call,
     ast.Name: Facts._see_name,
     ast.Attribute: Facts._see_attribute,
@@ -492,23 +526,24 @@ def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[in
     heads: List[int] = []
     for statement in body:
         heads.append(len(units))
-        first, last = _first_line(statement), statement.end_lineno
-        methods = [m for m in getattr(statement, "body", ()) if isinstance(statement, ast.ClassDef)
-                   and isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and _starts_its_line(m, lines)]
-        if not methods:
+        first, last = _first_line(statement), _end(statement)[0]
+        cls = statement if isinstance(statement, ast.ClassDef) else None
+        methods = [m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and _starts_its_line(m, lines)] if cls is not None else []
+        if cls is None or not methods:
             units.append(_Unit(first, last, [((first, 0), _end(statement))],
                                isinstance(statement, _DEFINITIONS), {getattr(statement, "name", "")}))
             continue
         head = len(units)
-        bounds = [(first, 0)] + [edge for m in methods for edge in ((_first_line(m), 0), (m.end_lineno + 1, 0))]
+        bounds = [(first, 0)] + [edge for m in methods for edge in ((_first_line(m), 0), (_end(m)[0] + 1, 0))]
         bounds.append((last + 1, 0))
         spans = [(low, high) for low, high in zip(bounds[::2], bounds[1::2]) if low < high]
         members = tuple(range(head + 1, head + 1 + len(methods)))
-        units.append(_Unit(first, last, spans, True, {statement.name}, members=members,
-                           only_methods=len(methods) == len(statement.body)))
+        units.append(_Unit(first, last, spans, True, {cls.name}, members=members,
+                           only_methods=len(methods) == len(cls.body)))
         for method in methods:
             name = method.name
-            units.append(_Unit(_first_line(method), method.end_lineno,
+            units.append(_Unit(_first_line(method), _end(method)[0],
                                [((_first_line(method), 0), _end(method))], True, set(), owner=head, method=name,
                                implicit=name in _IMPLICIT_METHODS or name.startswith("__")))
     return units, heads
