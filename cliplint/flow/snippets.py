@@ -125,9 +125,9 @@ def _receiver(node: cst.BaseExpression) -> str:
     return ""
 
 
-def origin_name(flow: Dataflow, grads: GradList) -> Optional[str]:
+def origin_name(flow: Dataflow, grads: GradList) -> Optional[Name]:
     """The name `tape.gradient(...)` was assigned to (`grads` in `grads = tape.gradient(...)`)."""
     parent = flow.ctx.parent.get(grads.origin)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
-        return parent.targets[0].target.value
+        return Name(parent.targets[0].target.value)
     return None

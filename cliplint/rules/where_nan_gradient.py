@@ -174,14 +174,13 @@ class WhereNanGradient(Rule):
     def _singular_here(self, ctx: Context, expr, x: str, depth: int):
         if isinstance(expr, cst.Call):
             name = ctx.call_name(expr)
-            inner = arg(expr, 0, "x")
+            inner, second = arg(expr, 0, "x"), arg(expr, 1, "y")
             if name in SINGULAR and inner is not None and ctx.text(inner) == x:
                 return expr, inner, None
-            if name in POWERS and inner is not None and ctx.text(inner) == x \
-                    and self._fractional(ctx, arg(expr, 1, "y")):
+            if name in POWERS and inner is not None and ctx.text(inner) == x and self._fractional(ctx, second):
                 return expr, inner, None
-            if name in DIVIDES and arg(expr, 1, "y") is not None and ctx.text(arg(expr, 1, "y")) == x:
-                return expr, arg(expr, 1, "y"), None
+            if name in DIVIDES and second is not None and ctx.text(second) == x:
+                return expr, second, None
         if isinstance(expr, cst.BinaryOperation):
             if isinstance(expr.operator, cst.Divide) and ctx.text(expr.right) == x:
                 return expr, expr.right, None
