@@ -6,18 +6,20 @@ name both without importing it back.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Protocol, Tuple
+from typing import Dict, Literal, Optional, Protocol, Tuple
 
 import libcst as cst
 
 from .nodes import ModuleIndex
+
+Kind = Literal["assign", "iter", "with", "param", "def", "append"]
 
 
 @dataclass(frozen=True)
 class Binding:
     name: str
     scope: cst.CSTNode
-    kind: str  # assign | iter | with | param | def | append
+    kind: Kind
     value: Optional[cst.BaseExpression]  # right-hand side, iterable, default, appended item
     path: Tuple[int, ...]  # position inside an unpacking target: `a, (b, c) = ...` -> c is (1, 1)
     owner: cst.CSTNode  # the statement, loop, comprehension or function that binds

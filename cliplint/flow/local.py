@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple, cast
 import libcst as cst
 
 from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
-from .bindings import Binding
+from .bindings import Binding, Kind
 from .calls import CallSummaries
 from .constants import FlagDefaults
 from .nodes import (
@@ -74,7 +74,8 @@ class Dataflow(CallSummaries, FlagDefaults):
             scopes[visited] = found
         return found
 
-    def _add(self, name: str, scope, kind, value, path, owner, visible_from) -> None:
+    def _add(self, name: str, scope: cst.CSTNode, kind: Kind, value: Optional[cst.BaseExpression],
+             path: Tuple[int, ...], owner: cst.CSTNode, visible_from: int) -> None:
         self._bindings.setdefault((scope, name), []).append(
             Binding(name, scope, kind, value, path, owner, visible_from))
 
@@ -109,7 +110,8 @@ class Dataflow(CallSummaries, FlagDefaults):
                 self._add(func.value.value, self.scope_of(call), "append", call.args[0].value, (),
                           call, ctx.post[call])
 
-    def _bind_target(self, target, kind, value, owner, visible_from, path: Tuple[int, ...] = ()) -> None:
+    def _bind_target(self, target: cst.BaseExpression, kind: Kind, value: cst.BaseExpression, owner: cst.CSTNode,
+                     visible_from: int, path: Tuple[int, ...] = ()) -> None:
         if isinstance(target, cst.Attribute):
             self._add(self.ctx.text(target), self._attribute_scope(target), kind, value, path, owner, visible_from)
             return
