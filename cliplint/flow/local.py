@@ -148,7 +148,8 @@ class Dataflow(CallSummaries, FlagDefaults):
         for anc in ctx.ancestors(use):
             kind = type(anc)
             if kind in COMPREHENSION_TYPES:
-                comp_for: Optional[cst.CompFor] = cast(cst.BaseComp, anc).for_in  # its type says so
+                # every type in COMPREHENSION_TYPES is a BaseComp; type() is not seen by the checker
+                comp_for: Optional[cst.CompFor] = cast(cst.BaseComp, anc).for_in
                 while comp_for is not None:
                     if not ctx.encloses(comp_for.iter, use):
                         for name, path in target_names(comp_for.target):
