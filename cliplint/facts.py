@@ -15,12 +15,24 @@ import ast
 import bisect
 import re
 from functools import lru_cache
-from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterator,
+    List,
+    Optional,
+    Set,
+    Tuple,
+    Union,
+)
 
 from .spellings import canonical
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
 Position = Tuple[int, int]
+Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 
 
 def callee(node: ast.Call) -> str:
@@ -46,7 +58,7 @@ def last_line(node: Located) -> int:
     return node.end_lineno if node.end_lineno is not None else node.lineno
 
 
-def first_argument(call: ast.Call, keyword: str) -> Optional[ast.AST]:
+def first_argument(call: ast.Call, keyword: str) -> Optional[ast.expr]:
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg == keyword), None)
@@ -86,7 +98,7 @@ class Facts:
         self.bindings: List[Tuple[str, ast.expr]] = []  # (name, value): assignments and parameter defaults
         self._names: List[Tuple[Position, str]] = []
         self._callees: List[Tuple[Position, str]] = []
-        self._functions: List[Tuple[str, Union[ast.FunctionDef, ast.AsyncFunctionDef]]] = []
+        self._functions: List[Tuple[str, Function]] = []
         # for `reduced`: what each top-level statement binds, reads and changes
         self.body = tree.body
         self._stored: List[Tuple[Position, str]] = []  # names bound (assignment, loop, except, match, def)

@@ -29,7 +29,7 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
 
 
 def _module_text(node: Optional[cst.BaseExpression]) -> str:
-    return dotted_name(node) if node is not None else ""
+    return (dotted_name(node) if node is not None else None) or ""
 
 
 class ImportTable:
@@ -41,9 +41,9 @@ class ImportTable:
     def add(self, node: cst.CSTNode) -> None:
         if isinstance(node, cst.Import):
             for alias in node.names:
-                full = _module_text(alias.name)
-                if alias.asname is not None:
-                    self.aliases[alias.asname.name.value] = full
+                full, local = alias.evaluated_name, alias.evaluated_alias
+                if local is not None:
+                    self.aliases[local] = full
                 else:
                     head = full.split(".")[0]
                     self.aliases[head] = head
@@ -52,8 +52,7 @@ class ImportTable:
             if isinstance(node.names, cst.ImportStar) or not module:
                 return
             for alias in node.names:
-                local = alias.asname.name.value if alias.asname else _module_text(alias.name)
-                self.aliases[local] = f"{module}.{_module_text(alias.name)}"
+                self.aliases[alias.evaluated_alias or alias.evaluated_name] = f"{module}.{alias.evaluated_name}"
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
         """Canonical qualified name of `node` when its head is an imported name."""

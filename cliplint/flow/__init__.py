@@ -2,6 +2,7 @@
 
     nodes.py          CST utilities: children, walk, target names, call arguments, `None` tests,
                       a search by source order
+    bindings.py       what a binding is; `LocalFlow`, the part of the dataflow its mixins use
     local.py          local dataflow: bindings, scopes, values, aliases, self attributes
     calls.py          calls between the module's functions: callee, returns, call sites, arguments
     constants.py      constant folding, argparse/absl flag defaults

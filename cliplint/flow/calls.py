@@ -1,8 +1,9 @@
 """Calls between the module's own functions and methods: which definition a call runs, what it
 returns, where it is called from, what each call site passes, and branches a call switches off.
 
-A mixin of `local.Dataflow` (it uses the bindings and scopes there), kept apart so the local
-dataflow and the inter-procedural summaries can each be read on their own.
+A mixin of `local.Dataflow` (it uses the bindings and scopes there, as `bindings.LocalFlow`
+declares them), kept apart so the local dataflow and the inter-procedural summaries can each
+be read on their own.
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
+from .bindings import LocalFlow
 from .constants import UNKNOWN, constant
+from .nodes import Function
 
 
-class CallSummaries:
+class CallSummaries(LocalFlow):
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
@@ -85,12 +88,12 @@ class CallSummaries:
         return [r for r in self.ctx.nodes(cst.Return) if r.value is not None
                 and self.ctx.encloses(function, r) and self.scope_of(r) is function]
 
-    def returned(self, function: cst.CSTNode) -> List[cst.BaseExpression]:
+    def returned(self, function: Function) -> List[cst.BaseExpression]:
         """What a function returns: the values of its own `return` statements (not of nested
         functions), or a lambda's body."""
         if isinstance(function, cst.Lambda):
             return [function.body]
-        return [r.value for r in self.returns(function)]
+        return [r.value for r in self.returns(function) if r.value is not None]
 
     def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
         """The calls of this module that run `function` (built once, on first need)."""
@@ -104,7 +107,7 @@ class CallSummaries:
                     self._call_sites.setdefault(called, []).append(call)
         return self._call_sites.get(function, [])
 
-    def argument_for(self, call: cst.Call, function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    def argument_for(self, call: cst.Call, function: Function, name: str) -> Optional[cst.BaseExpression]:
         """What `call` passes for the parameter `name` of `function` (its default when it passes
         nothing); `self` is skipped for methods, `*args`/`**kwargs` give up."""
         params = self.passed_params(function)
@@ -121,7 +124,7 @@ class CallSummaries:
         kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
         return kwonly[0].default if kwonly else None
 
-    def passed_params(self, function: cst.CSTNode) -> List[cst.Param]:
+    def passed_params(self, function: Function) -> List[cst.Param]:
         """The positional parameters a call fills: a method's `self` (or `cls`) is not one."""
         params = [*function.params.posonly_params, *function.params.params]
         if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
@@ -136,9 +139,9 @@ class CallSummaries:
         return list(call.args)
 
     @staticmethod
-    def _static(function: cst.FunctionDef) -> bool:
-        return any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-                   for d in function.decorators)
+    def _static(function: Function) -> bool:
+        return isinstance(function, cst.FunctionDef) and any(
+            isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in function.decorators)
 
     def describe_call(self, call: cst.Call) -> str:
         """`f(x)` in `train_step`: how a message names a call site."""
@@ -148,7 +151,7 @@ class CallSummaries:
         where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
         return f"`{text}`{where}"
 
-    def not_taken(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
+    def not_taken(self, node: cst.CSTNode, function: Function, call: cst.Call) -> bool:
         """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with
         `activation=False` passed, `if not is_training:` with `is_training=True`, and the same for
         `a if is_training else b`)."""

@@ -36,7 +36,7 @@ import libcst as cst
 from ..names import MAPPERS
 from .constants import UNKNOWN, constant
 from .local import Binding, Dataflow
-from .nodes import MAX_DEPTH, arg
+from .nodes import MAX_DEPTH, arg, grandparent
 
 Found = TypeVar("Found")
 
@@ -117,7 +117,7 @@ def collected(flow: Dataflow, value: cst.CSTNode, owner: cst.CSTNode) -> Optiona
     appended to, or stored back into (`gvs[i] = (clipped, var)`); None when nothing gathers it."""
     ctx = flow.ctx
     if isinstance(owner, cst.Lambda):
-        return ctx.parent.get(ctx.parent.get(owner))
+        return grandparent(ctx, owner)
     if isinstance(owner, (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
         return owner
     holding: set = {value}

@@ -3,22 +3,31 @@ constants, parameter defaults and command-line flag defaults (`args.clipnorm`, `
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import enum
+from typing import Dict, Final, Optional, Tuple, Union
 
 import libcst as cst
 
+from .bindings import LocalFlow
 from .nodes import MAX_DEPTH, arg
 
 
-class _Unknown:
+class _Unknown(enum.Enum):
+    """A one-member enum, not a bare object: `x is not UNKNOWN` then narrows `x`'s type."""
+
+    UNKNOWN = "UNKNOWN"
+
     def __repr__(self) -> str:
         return "UNKNOWN"
 
+    __str__ = __repr__
 
-UNKNOWN = _Unknown()
+
+UNKNOWN: Final = _Unknown.UNKNOWN
+Number = Union[int, float, _Unknown]  # a known int or float, else UNKNOWN
 
 
-class FlagDefaults:
+class FlagDefaults(LocalFlow):
     """A mixin of `local.Dataflow`: the module's argparse and absl flag definitions."""
 
     _flags: Optional[Dict[str, Optional[cst.BaseExpression]]] = None  # built on first need
@@ -45,7 +54,8 @@ class FlagDefaults:
         if func.attr.value == "add_argument":
             dest = arg(call, 99, "dest")
             names = [a.value for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
-            longs = [n.evaluated_value for n in names if n.evaluated_value.startswith("--")]
+            spelled = [n.evaluated_value for n in names]
+            longs = [v for v in spelled if isinstance(v, str) and v.startswith("--")]  # not b"--x"
             name = constant(self, dest) if dest is not None else longs[0][2:].replace("-", "_") if longs else None
             return (name, arg(call, 99, "default")) if isinstance(name, str) else None
         if func.attr.value.startswith("DEFINE_") and (self.ctx.qualify(func) or "").startswith("absl.flags."):
@@ -54,7 +64,7 @@ class FlagDefaults:
         return None
 
 
-def constant(flow, expr: Optional[cst.BaseExpression], depth: int = 0):
+def constant(flow: LocalFlow, expr: Optional[cst.BaseExpression], depth: int = 0) -> object:
     """The literal value an expression is known to hold, else UNKNOWN.
 
     Follows names to literal assignments, module constants and parameter defaults (the
@@ -91,7 +101,7 @@ def constant(flow, expr: Optional[cst.BaseExpression], depth: int = 0):
     return UNKNOWN
 
 
-def _dict_constant(flow, expr: cst.Dict, depth: int):
+def _dict_constant(flow: LocalFlow, expr: cst.Dict, depth: int) -> object:
     found = {}
     for element in expr.elements:
         if not isinstance(element, cst.DictElement):
@@ -103,7 +113,7 @@ def _dict_constant(flow, expr: cst.Dict, depth: int):
     return found
 
 
-def _dict_call_constant(flow, expr: cst.Call, depth: int):
+def _dict_call_constant(flow: LocalFlow, expr: cst.Call, depth: int) -> object:
     """`dict(clipnorm=1.0, clipvalue=0.5)`: keyword arguments only, each a literal."""
     found = {}
     for argument in expr.args:
@@ -114,7 +124,7 @@ def _dict_call_constant(flow, expr: cst.Call, depth: int):
     return found
 
 
-def _arithmetic(flow, expr: cst.BinaryOperation, depth: int):
+def _arithmetic(flow: LocalFlow, expr: cst.BinaryOperation, depth: int) -> object:
     left = constant(flow, expr.left, depth + 1)
     right = constant(flow, expr.right, depth + 1)
     numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right))
@@ -131,7 +141,7 @@ _COMPARISONS = {cst.GreaterThan: lambda a, b: a > b, cst.GreaterThanEqual: lambd
                 cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b}
 
 
-def ruled_out(flow, node: cst.CSTNode, holder: cst.BaseExpression, value) -> bool:
+def ruled_out(flow: LocalFlow, node: cst.CSTNode, holder: cst.BaseExpression, value: object) -> bool:
     """Does a branch around `node` run only when `holder` (a name or attribute) is not `value`?
     `if clip > 0: tf.clip_by_norm(g, clip)` with clip's default -1: the default never gets there."""
     text = flow.ctx.text(holder)
@@ -148,7 +158,7 @@ def ruled_out(flow, node: cst.CSTNode, holder: cst.BaseExpression, value) -> boo
     return False
 
 
-def _holds(flow, test: cst.BaseExpression, text: str, value) -> Optional[bool]:
+def _holds(flow: LocalFlow, test: cst.BaseExpression, text: str, value: object) -> Optional[bool]:
     """The test's truth when the expression spelled `text` is `value` (None when it depends on more)."""
     if isinstance(test, cst.BooleanOperation):
         left, right = _holds(flow, test.left, text, value), _holds(flow, test.right, text, value)

@@ -14,7 +14,7 @@ import libcst as cst
 
 from ..names import EXP, SHAPE_CHANGES, SUMS
 from .carriers import trace
-from .constants import UNKNOWN, constant
+from .constants import UNKNOWN, Number, constant
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
 
@@ -67,7 +67,7 @@ POSITIVE_FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "k
                              "keras.backend.clip"})
 
 
-def number(flow: Dataflow, expr) -> object:
+def number(flow: Dataflow, expr) -> Number:
     """The literal a value is, also wrapped in `tf.constant(...)`/`tf.cast(...)`; else UNKNOWN."""
     value = flow.value_of(expr)
     for _ in range(3):
@@ -247,9 +247,9 @@ def _same(flow: Dataflow, a, b) -> bool:
     return flow.ctx.text(a) == flow.ctx.text(b)
 
 
-def difference(flow: Dataflow, expr) -> Optional[cst.CSTNode]:
+def difference(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier, else None."""
-    def classify(value: cst.BaseExpression) -> Optional[cst.CSTNode]:
+    def classify(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
             return value
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUBTRACTIONS:

@@ -9,31 +9,29 @@ bindings sit local aliases of imported names; calls between the module's functio
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, cast
 
 import libcst as cst
 
 from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
+from .bindings import Binding, Kind
 from .calls import CallSummaries
 from .constants import FlagDefaults
-from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, first_numbered, target_names
+from .nodes import (
+    COMPREHENSION_TYPES,
+    MAX_DEPTH,
+    SCOPE_TYPES,
+    ModuleIndex,
+    arg,
+    first_numbered,
+    grandparent,
+    target_names,
+)
 
 # How many calls a value is followed through into a function's parameter. Two covers the shape
 # real code has (a training step calls a loss helper that calls a small log helper); each level
 # multiplies the call sites to look at, and deeper chains were not seen in the real-code set.
 PARAMETER_DEPTH = 2
-
-
-@dataclass(frozen=True)
-class Binding:
-    name: str
-    scope: cst.CSTNode
-    kind: str  # assign | iter | with | param | def | append
-    value: Optional[cst.BaseExpression]  # right-hand side, iterable, default, appended item
-    path: Tuple[int, ...]  # position inside an unpacking target: `a, (b, c) = ...` -> c is (1, 1)
-    owner: cst.CSTNode  # the statement, loop, comprehension or function that binds
-    visible_from: int  # source-order index from which uses see it
 
 
 class Dataflow(CallSummaries, FlagDefaults):
@@ -55,7 +53,8 @@ class Dataflow(CallSummaries, FlagDefaults):
         decorators and return annotation belong to the enclosing scope). Climbs only as far as
         the first ancestor whose scope is already known: every rule asks, for most nodes."""
         scopes, parent_of = self._scopes, self.ctx.parent
-        path, found = [], None
+        path: List[cst.CSTNode] = []
+        found: Optional[cst.CSTNode] = None
         while found is None:
             parent = parent_of.get(node)
             if parent is None:
@@ -75,7 +74,8 @@ class Dataflow(CallSummaries, FlagDefaults):
             scopes[visited] = found
         return found
 
-    def _add(self, name: str, scope, kind, value, path, owner, visible_from) -> None:
+    def _add(self, name: str, scope: cst.CSTNode, kind: Kind, value: Optional[cst.BaseExpression],
+             path: Tuple[int, ...], owner: cst.CSTNode, visible_from: int) -> None:
         self._bindings.setdefault((scope, name), []).append(
             Binding(name, scope, kind, value, path, owner, visible_from))
 
@@ -84,33 +84,34 @@ class Dataflow(CallSummaries, FlagDefaults):
         for node in ctx.nodes(cst.Assign):
             for target in node.targets:
                 self._bind_target(target.target, "assign", node.value, node, ctx.post[node])
-        for node in ctx.nodes(cst.AnnAssign):
-            if node.value is not None:
-                self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
-        for node in ctx.nodes(cst.NamedExpr):  # `(p := softmax(x))` binds p in the enclosing function
-            self._bind_target(node.target, "assign", node.value, node, ctx.post[node])
-        for node in ctx.nodes(cst.For):
-            self._bind_target(node.target, "iter", node.iter, node, ctx.pre[node.body])
-        for node in ctx.nodes(cst.With):
-            for item in node.items:
+        for annotated in ctx.nodes(cst.AnnAssign):
+            if annotated.value is not None:
+                self._bind_target(annotated.target, "assign", annotated.value, annotated, ctx.post[annotated])
+        for named in ctx.nodes(cst.NamedExpr):  # `(p := softmax(x))` binds p in the enclosing function
+            self._bind_target(named.target, "assign", named.value, named, ctx.post[named])
+        for loop in ctx.nodes(cst.For):
+            self._bind_target(loop.target, "iter", loop.iter, loop, ctx.pre[loop.body])
+        for with_ in ctx.nodes(cst.With):
+            for item in with_.items:
                 if item.asname is not None:
-                    self._bind_target(item.asname.name, "with", item.item, node, ctx.pre[node.body])
-        for node in ctx.nodes(cst.FunctionDef):
-            outer = self.scope_of(node)
-            self._add(node.name.value, outer, "def", None, (), node, ctx.pre[node])
-            params = node.params
+                    self._bind_target(item.asname.name, "with", item.item, with_, ctx.pre[with_.body])
+        for function in ctx.nodes(cst.FunctionDef):
+            outer = self.scope_of(function)
+            self._add(function.name.value, outer, "def", None, (), function, ctx.pre[function])
+            params = function.params
             for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-                self._add(param.name.value, node, "param", param.default, (), node, ctx.pre[node.body])
-        for node in ctx.nodes(cst.ClassDef):
-            self._add(node.name.value, self.scope_of(node), "def", None, (), node, ctx.pre[node])
-        for node in ctx.nodes(cst.Call):
-            func = node.func
+                self._add(param.name.value, function, "param", param.default, (), function, ctx.pre[function.body])
+        for cls in ctx.nodes(cst.ClassDef):
+            self._add(cls.name.value, self.scope_of(cls), "def", None, (), cls, ctx.pre[cls])
+        for call in ctx.nodes(cst.Call):
+            func = call.func
             if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") \
-                    and isinstance(func.value, cst.Name) and node.args:
-                self._add(func.value.value, self.scope_of(node), "append", node.args[0].value, (),
-                          node, ctx.post[node])
+                    and isinstance(func.value, cst.Name) and call.args:
+                self._add(func.value.value, self.scope_of(call), "append", call.args[0].value, (),
+                          call, ctx.post[call])
 
-    def _bind_target(self, target, kind, value, owner, visible_from, path: Tuple[int, ...] = ()) -> None:
+    def _bind_target(self, target: cst.BaseExpression, kind: Kind, value: cst.BaseExpression, owner: cst.CSTNode,
+                     visible_from: int, path: Tuple[int, ...] = ()) -> None:
         if isinstance(target, cst.Attribute):
             self._add(self.ctx.text(target), self._attribute_scope(target), kind, value, path, owner, visible_from)
             return
@@ -147,14 +148,15 @@ class Dataflow(CallSummaries, FlagDefaults):
         for anc in ctx.ancestors(use):
             kind = type(anc)
             if kind in COMPREHENSION_TYPES:
-                comp_for = anc.for_in
+                # every type in COMPREHENSION_TYPES is a BaseComp; type() is not seen by the checker
+                comp_for: Optional[cst.CompFor] = cast(cst.BaseComp, anc).for_in
                 while comp_for is not None:
                     if not ctx.encloses(comp_for.iter, use):
                         for name, path in target_names(comp_for.target):
                             if name.value == use.value:
                                 return Binding(use.value, anc, "iter", comp_for.iter, path, anc, ctx.pre[anc])
                     comp_for = comp_for.inner_for_in
-            elif kind is cst.Lambda:
+            elif type(anc) is cst.Lambda:  # not `kind`: the type checker narrows on this test
                 names = [p.name.value for p in anc.params.params]
                 if use.value in names:
                     return self._mapped_lambda(anc, use, names.index(use.value))
@@ -163,7 +165,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         return None
 
     def _mapped_lambda(self, lam: cst.Lambda, use: cst.Name, index: int) -> Binding:
-        call = self.ctx.parent.get(self.ctx.parent.get(lam))
+        call = grandparent(self.ctx, lam)
         iterable = None
         if isinstance(call, cst.Call) and (isinstance(call.func, cst.Name) and call.func.value == "map"
                                            or self.ctx.call_name(call) in MAPPERS) and len(call.args) > index + 1:
@@ -211,9 +213,9 @@ class Dataflow(CallSummaries, FlagDefaults):
             return local[-1] if local else bound[-1] if bound else None
         if not isinstance(use, cst.Name):
             return None
-        local = self._comprehension_binding(use)
-        if local is not None:
-            return local
+        comprehension = self._comprehension_binding(use)
+        if comprehension is not None:
+            return comprehension
         at = self.ctx.pre[use]
         scope = self.scope_of(use)
         innermost = True
@@ -265,7 +267,7 @@ class Dataflow(CallSummaries, FlagDefaults):
             value = value.elements[index].value
         return value
 
-    def _mapped_literal(self, comp: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    def _mapped_literal(self, comp: cst.BaseSimpleComp) -> Optional[cst.BaseExpression]:
         """The literal list a comprehension maps element by element, when what it makes of each
         element is the element itself or a change of its shape or dtype (`[tf.expand_dims(x, 1)
         for x in [probs, values]]` unpacks to probs, values)."""
@@ -316,7 +318,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         pre, end = self.ctx.pre, self.ctx.post[node]
         limit = self.ctx.post.get(scope)
         same_name = self.names(name)
-        found = []
+        found: List[cst.Name] = []
         for n in same_name[first_numbered(same_name, end + 1, pre):]:
             if limit is not None and pre[n] > limit:
                 break

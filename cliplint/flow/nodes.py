@@ -8,7 +8,7 @@ a structural type, so this package does not import the module that builds it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional, Protocol, Tuple, Type, TypeVar, Union, overload
+from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import libcst as cst
 
@@ -21,6 +21,9 @@ M = TypeVar("M", bound=cst.CSTNode)
 SCOPE_TYPES = frozenset((cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef))
 COMPREHENSION_TYPES = frozenset((cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp))
 MAX_DEPTH = 8
+
+# What a call runs that has parameters and returns a value.
+Function = Union[cst.FunctionDef, cst.Lambda]
 
 
 class ModuleIndex(Protocol):
@@ -82,7 +85,7 @@ def _kept(kind: type) -> bool:
     return keep
 
 
-def first_numbered(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
+def first_numbered(nodes: Sequence[cst.CSTNode], number: int, pre: Dict[cst.CSTNode, int]) -> int:
     """Where a node numbered `number` (in pre-order) goes in `nodes`, which are in source order:
     the first one numbered `number` or more. Python 3.9's bisect takes no key."""
     if not nodes or pre[nodes[-1]] < number:
@@ -100,7 +103,7 @@ def first_numbered(nodes: List[cst.CSTNode], number: int, pre: Dict[cst.CSTNode,
 def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     """The child nodes a rule can care about, in field order (cheaper than `node.children`,
     which regenerates the node; whitespace, brackets and commas are left out)."""
-    found = []
+    found: List[cst.CSTNode] = []
     for name in _child_fields(type(node)):
         value = getattr(node, name)
         kind = type(value)
@@ -129,6 +132,12 @@ def target_names(target: cst.CSTNode, path: Tuple[int, ...] = ()) -> Iterator[Tu
                 yield from target_names(element.value, path + (i,))
     elif isinstance(target, cst.StarredElement):
         yield from target_names(target.value, path)
+
+
+def grandparent(ctx: ModuleIndex, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The parent of `node`'s parent: the call a lambda is an argument of (`map(lambda g: ..., grads)`)."""
+    parent = ctx.parent.get(node)
+    return ctx.parent.get(parent) if parent is not None else None
 
 
 def is_none(node: Optional[cst.CSTNode]) -> bool:

@@ -62,8 +62,10 @@ def _dict(flow: Dataflow, expr) -> Optional[Options]:
     if isinstance(expr, cst.Dict):
         found: Options = {}
         for element in expr.elements:
-            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
-                found[element.key.evaluated_value] = element.value
+            key = element.key.evaluated_value if isinstance(element, cst.DictElement) \
+                and isinstance(element.key, cst.SimpleString) else None
+            if isinstance(key, str):  # not b"clipnorm": Keras reads no bytes key
+                found[key] = element.value
         return found
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
         return {a.keyword.value: a.value for a in expr.args if a.keyword is not None}

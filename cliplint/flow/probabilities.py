@@ -5,7 +5,7 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Set, Tuple
+from typing import Callable, FrozenSet, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -26,7 +26,7 @@ from ..names import (
 from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace
 from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
-from .nodes import MAX_DEPTH, arg
+from .nodes import MAX_DEPTH, Function, arg
 
 # TensorArray methods that read back what `write` stored.
 
@@ -119,7 +119,7 @@ class Probabilities:
                 return output.func
         return None
 
-    def probability(self, expr, seen: Set, padded: bool = False) -> Optional[Source]:
+    def probability(self, expr, seen: FrozenSet[cst.CSTNode], padded: bool = False) -> Optional[Source]:
         if expr is None or len(seen) > MAX_DEPTH * 2 or expr in seen:
             return None
         seen = seen | {expr}
@@ -151,15 +151,15 @@ class Probabilities:
             iterable = iterated(binding)
             return self.probability(iterable, seen, padded) if iterable is not None else None
         if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
-            compiled = self._loss_input(binding, seen, padded)
+            compiled = self._loss_input(binding.owner, binding, seen, padded)
             if compiled is not None:
                 return compiled
         return self._from_origins(expr, seen, padded)
 
-    def _loss_input(self, binding: Binding, seen, padded) -> Optional[Source]:
+    def _loss_input(self, function: cst.FunctionDef, binding: Binding, seen, padded) -> Optional[Source]:
         """`y_pred` of a loss function (or method) given to `model.compile(loss=...)`: what the
-        compiled model outputs. Keras calls the loss itself, so no call site passes it."""
-        function = binding.owner
+        compiled model outputs (`binding`, a parameter of `function`). Keras calls the loss
+        itself, so no call site passes it."""
         params = self.flow.passed_params(function)
         if len(params) < 2 or params[1].name.value != binding.name:
             return None
@@ -302,7 +302,7 @@ class Probabilities:
         if isinstance(value, cst.Call):
             name = self.ctx.call_name(value)
             kind = activation_of(self.flow, value) if call is not None else None
-            if kind:  # softmax = layers.Softmax(); softmax(h)
+            if kind and call is not None:  # softmax = layers.Softmax(); softmax(h)
                 return Source(kind, call, padded)
             if name in SEQUENTIAL:
                 return self._last_layer(value, padded)
@@ -345,7 +345,8 @@ class Probabilities:
             return self._from_returns(method, None, lambda r: self.probability(r, seen, padded), seen)
         return self._from_returns(method, call, lambda r: self.probability(r, seen, padded), seen)
 
-    def _from_returns(self, function: cst.CSTNode, call: Optional[cst.Call], follow, seen) -> Optional[Source]:
+    def _from_returns(self, function: Function, call: Optional[cst.Call],
+                      follow: Callable[[cst.BaseExpression], Optional[Source]], seen) -> Optional[Source]:
         """The first return of `function` that `follow` finds a probability in, skipping what
         lies in a branch the call switches off (`if activation:` with `activation=False`)."""
         flow = self.flow
@@ -357,7 +358,7 @@ class Probabilities:
                 return found
         return None
 
-    def _inside_off_branch(self, node, function, call) -> bool:
+    def _inside_off_branch(self, node: cst.CSTNode, function: Function, call: cst.Call) -> bool:
         return self.ctx.encloses(function, node) and self.flow.not_taken(node, function, call)
 
     def _outputs(self, outputs, seen, padded) -> Optional[Source]:
@@ -382,10 +383,9 @@ class Probabilities:
                 and isinstance(parent.targets[0].target, cst.Name)):
             return None
         name = parent.targets[0].target.value
-        added = [use for use in self.flow.uses_after(name, parent)
-                 if isinstance(self.ctx.parent.get(use), cst.Attribute) and self.ctx.parent[use].attr.value == "add"]
-        calls = [self.ctx.parent[self.ctx.parent[use]] for use in added]
-        calls = [c for c in calls if isinstance(c, cst.Call) and c.args]
+        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent)]
+        added = [a for a in above if isinstance(a, cst.Attribute) and a.attr.value == "add"]
+        calls = [c for c in (self.ctx.parent.get(a) for a in added) if isinstance(c, cst.Call) and c.args]
         return calls[-1].args[0].value if calls else None
 
 
@@ -419,8 +419,8 @@ def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:
             and isinstance(right.operator, cst.Add) and _about_one(constant(flow, right.left)) \
             and flow.ctx.call_name(flow.value_of(right.right)) in EXP:
         return "sigmoid"
-    if flow.ctx.call_name(left) in EXP and flow.ctx.call_name(right) in SUMS and right.args \
-            and flow.ctx.call_name(flow.value_of(right.args[0].value)) in EXP:
+    if flow.ctx.call_name(left) in EXP and isinstance(right, cst.Call) and flow.ctx.call_name(right) in SUMS \
+            and right.args and flow.ctx.call_name(flow.value_of(right.args[0].value)) in EXP:
         return "softmax"
     return None
 

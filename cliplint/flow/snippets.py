@@ -4,7 +4,7 @@ probe binds to stand-in gradients, variables and empty lists.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, TypedDict
 
 import libcst as cst
 
@@ -12,7 +12,7 @@ from ..probes import Name, Snippet
 from .constants import UNKNOWN, constant
 from .gradients import Gradients, GradList
 from .local import Dataflow
-from .nodes import walk
+from .nodes import grandparent, walk
 
 PLAIN = (int, float, str, bool, type(None))
 
@@ -61,10 +61,18 @@ def _source(flow: Dataflow, name: cst.Name) -> str:
     return "its value in the file"
 
 
-def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> dict:
+class Roles(TypedDict, total=False):
+    """The probe's fields of the same names (`**probe_roles(...)`); one left out keeps its default."""
+
+    gradients: Optional[Name]
+    variables: Optional[Name]
+    pairs: bool
+
+
+def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> Roles:
     """Which expressions of a loop's iterable the verifier must bind to stand-in gradients and
     variables: `grads` in `for g in grads`, both in `zip(grads, model.trainable_variables)`."""
-    roles = {"gradients": None, "variables": None, "pairs": False}
+    roles = Roles(gradients=None, variables=None, pairs=False)
     if iterable is None:
         return roles
     if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
@@ -72,19 +80,19 @@ def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) ->
         for zipped in iterable.args:
             grads = gradients.gradient_list(zipped.value)
             if grads is not None and roles["gradients"] is None:
-                roles.update(gradients=gradients.ctx.text(zipped.value), pairs=grads.pairs)
+                roles["gradients"], roles["pairs"] = Name(gradients.ctx.text(zipped.value)), grads.pairs
             elif iterable.func.value == "zip":
-                roles["variables"] = gradients.ctx.text(zipped.value)
+                roles["variables"] = Name(gradients.ctx.text(zipped.value))
         return roles
     grads = gradients.gradient_list(iterable)
-    return {**roles, "gradients": gradients.ctx.text(iterable), "pairs": bool(grads and grads.pairs)}
+    return Roles(gradients=Name(gradients.ctx.text(iterable)), variables=None, pairs=bool(grads and grads.pairs))
 
 
 def loop_node(flow: Dataflow, owner: cst.CSTNode) -> cst.CSTNode:
     """The code to replay for a loop binding: the comprehension or `for`, or the `map(...)` call
     around a mapped lambda."""
     if isinstance(owner, cst.Lambda):
-        call = flow.ctx.parent.get(flow.ctx.parent.get(owner))
+        call = grandparent(flow.ctx, owner)
         return call if isinstance(call, cst.Call) else owner
     return owner
 

@@ -1,7 +1,7 @@
 """CL006 clip-result-not-unpacked."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, NamedTuple, Optional
 
 import libcst as cst
 
@@ -11,25 +11,35 @@ from ..findings import SAFE, Fix, Report
 from ..flow.gradients import APPLY_METHODS
 from ..flow.nodes import arg
 from ..flow.snippets import origin_name
-from ..probes import NotUnpacked
+from ..probes import Name, NotUnpacked
 from . import Invalid, Rule
 
 CLIP = "tensorflow.clip_by_global_norm"
 CLIP_CALLS = frozenset({CLIP})
 
 
+class Assigned(NamedTuple):
+    """The pair bound to one name (`grads = tf.clip_by_global_norm(...)`)."""
+
+    assign: cst.Assign
+    name: str
+
+
 def _gradient_use(ctx: Context, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-    """The call or loop where a value is used as a list of gradients: zip, apply, iteration."""
+    """The call, loop or comprehension where a value is used as a list of gradients: zip,
+    apply, iteration."""
     parent = ctx.parent.get(node)
     if isinstance(parent, cst.Arg):
         call = ctx.parent.get(parent)
-        func = call.func
+        func = call.func if isinstance(call, cst.Call) else None  # not a class's base
         if isinstance(func, cst.Name) and func.value in ("zip", "list", "map", "enumerate"):
             return call
         if isinstance(func, cst.Attribute) and func.attr.value in APPLY_METHODS:
             return call
-    if isinstance(parent, (cst.For, cst.CompFor)) and parent.iter is node:
+    if isinstance(parent, cst.For) and parent.iter is node:
         return parent
+    if isinstance(parent, cst.CompFor) and parent.iter is node:
+        return ctx.parent.get(parent)  # what the probe replays: the comprehension (or outer loop)
     return None
 
 
@@ -95,18 +105,21 @@ class ClipResultNotUnpacked(Rule):
                         if getattr(ctx.flow.binding_of(u), "owner", None) is parent]
                 use = next(filter(None, (_gradient_use(ctx, u) for u in uses)), None)
                 if use is not None:
-                    yield self._report(ctx, call, parent, use, name)
-            elif isinstance(parent, cst.Arg) and _gradient_use(ctx, call) is not None:
-                yield self._report(ctx, call, None, ctx.parent.get(parent), None)
+                    yield self._report(ctx, call, Assigned(parent, name), use)
+            elif isinstance(parent, cst.Arg):
+                use = _gradient_use(ctx, call)
+                if use is not None:
+                    yield self._report(ctx, call, None, use)
 
     @staticmethod
-    def _fix(ctx: Context, call: cst.Call, assign: Optional[cst.Assign], name: Optional[str]) -> Optional[Fix]:
+    def _fix(ctx: Context, call: cst.Call, assigned: Optional[Assigned]) -> Optional[Fix]:
         """Unpack the pair where it is assigned, or take its first element where it is passed on.
         Not offered when some use of the name indexes it (`pair[1]` wants the norm)."""
-        if assign is None:
+        if assigned is None:
             zero = cst.SubscriptElement(cst.Index(cst.Integer("0")))
             return Fix("take the clipped list: `clip_by_global_norm(...)[0]`", SAFE,
                        ((call, cst.Subscript(value=call, slice=[zero])),))
+        assign, name = assigned
         uses = ctx.flow.uses_after(name, assign)
         if any(isinstance(ctx.parent.get(u), cst.Subscript) for u in uses):
             return None
@@ -117,19 +130,21 @@ class ClipResultNotUnpacked(Rule):
         unpacked = assign.with_changes(targets=[assign.targets[0].with_changes(target=pair)])
         return Fix(f"unpack the pair: `{name}, _ = clip_by_global_norm(...)`", SAFE, ((assign, unpacked),))
 
-    def _report(self, ctx: Context, call, assign, use, name) -> Report:
+    def _report(self, ctx: Context, call: cst.Call, assigned: Optional[Assigned], use: cst.CSTNode) -> Report:
+        name = assigned.name if assigned is not None else None
         shown = f"`{name}` holds" if name else "this passes on"
         fix = f"`{name}, global_norm = tf.clip_by_global_norm(...)`" if name else "`tf.clip_by_global_norm(...)[0]`"
-        grads = ctx.flow.gradient_list(arg(call, 0, "t_list"))
+        t_list = arg(call, 0, "t_list")
+        grads = ctx.flow.gradient_list(t_list)
         return Report(call, (
             f"`tf.clip_by_global_norm` returns a pair (clipped list, global norm); {shown} the pair, which is then "
             f"used as the gradient list: zip pairs the whole list with the first variable and the norm with the "
             f"second. It fails later with shape errors (or `bad operand type for unary -: 'list'`) that never "
             f"mention clipping. Unpack it: {fix}."),
             probe=NotUnpacked(
-                use=ctx.flow.snippet(use if not isinstance(use, cst.CompFor) else ctx.parent.get(use)),
-                statement=ctx.flow.snippet(assign) if assign is not None else None,
-                gradients=(ctx.text(arg(call, 0, "t_list")) if isinstance(arg(call, 0, "t_list"), cst.Name)
+                use=ctx.flow.snippet(use),
+                statement=ctx.flow.snippet(assigned.assign) if assigned is not None else None,
+                gradients=(Name(ctx.text(t_list)) if isinstance(t_list, cst.Name)
                            else origin_name(ctx.flow, grads) if grads else None)),
-            fix=self._fix(ctx, call, assign, name))
+            fix=self._fix(ctx, call, assigned))
 

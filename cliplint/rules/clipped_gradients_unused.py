@@ -11,7 +11,7 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
 from ..flow.gradients import APPLY_METHODS, applied
 from ..flow.nodes import arg, target_names, walk
-from ..flow.snippets import appended_lists, enclosing_for, probe_roles
+from ..flow.snippets import Roles, appended_lists, enclosing_for, probe_roles
 from ..probes import Discarded, Name, Unused
 from ..replacements import block_encloses
 from . import Invalid, Rule
@@ -214,7 +214,8 @@ class ClippedGradientsUnused(Rule):
     def _report(self, ctx: Context, assign, apply: cst.Call, clipped: str, source: cst.Name, call) -> Report:
         line = ctx.text(assign).strip().splitlines()[0]
         applied = apply.args[0].value if apply.args else apply
-        roles = probe_roles(ctx.flow.gradients, applied) if isinstance(applied, cst.Call) else {}
+        roles: Roles = probe_roles(ctx.flow.gradients, applied) if isinstance(applied, cst.Call) else {}
+        roles["gradients"] = Name(source.value)
         threshold = arg(call, 1, "clip_norm") if call is not None else None  # absent: TF raises TypeError
         return Report(apply, (
             f"`{ctx.text(apply.func)}` receives `{source.value}`, the unclipped gradients: the clipped list "
@@ -222,7 +223,7 @@ class ClippedGradientsUnused(Rule):
             f"Pass `{clipped}` instead."),
             probe=Unused(ctx.flow.snippet(assign), ctx.flow.snippet(applied),
                          ctx.flow.snippet(threshold) if threshold is not None else None,
-                         **{**roles, "gradients": Name(source.value)}),
+                         **roles),
             fix=self._fix(ctx, assign, apply, clipped, source))
 
     @staticmethod

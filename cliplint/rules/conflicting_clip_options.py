@@ -178,9 +178,9 @@ class ConflictingClipOptions(Rule):
     @staticmethod
     def _flags_note(ctx: Context, options: Options) -> str:
         """Say where values come from command-line flag defaults: a run without the flags sets them."""
-        flagged = [f"`{ctx.text(value)}` (default {ctx.text(ctx.flow.flag_defaults()[value.attr.value])})"
-                   for value in options.values() if isinstance(value, cst.Attribute)
-                   and ctx.flow.flag_defaults().get(value.attr.value) is not None]
+        defaults = ctx.flow.flag_defaults()
+        flagged = [f"`{ctx.text(value)}` (default {ctx.text(default)})" for value in options.values()
+                   if isinstance(value, cst.Attribute) and (default := defaults.get(value.attr.value)) is not None]
         return (f" The values come from command-line flags whose defaults are set: {', '.join(flagged)}; "
                 "a run that passes no flag sets them all." if flagged else "")
 

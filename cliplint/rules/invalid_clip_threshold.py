@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -25,7 +25,7 @@ def _number(ctx: Context, expr) -> Optional[float]:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not UNKNOWN else None
 
 
-def _guarded(ctx: Context, call: cst.Call, threshold: cst.BaseExpression, value: float) -> bool:
+def _guarded(ctx: Context, call: cst.Call, threshold: Optional[cst.BaseExpression], value: float) -> bool:
     """A threshold read from a name (a flag, a parameter's default) that a branch around the call
     keeps away from this value: `if clip > 0:` makes -1 mean "no clipping"."""
     return isinstance(threshold, (cst.Name, cst.Attribute)) and ruled_out(ctx.flow, call, threshold, value)
@@ -47,7 +47,7 @@ def _value_bounds(call: ast.Call) -> Tuple[Optional[ast.AST], Optional[ast.AST]]
     return low, high
 
 
-def _numeric_names(bindings: List[Tuple[str, ast.AST]]) -> Tuple[Set[str], Set[str]]:
+def _numeric_names(bindings: Sequence[Tuple[str, ast.AST]]) -> Tuple[Set[str], Set[str]]:
     """Names that may hold a number (through other names), and those that may hold one <= 0."""
     numeric: Set[str] = set()
     nonpositive: Set[str] = set()
@@ -78,12 +78,14 @@ def _operands(node: ast.AST) -> Iterator[ast.AST]:
             yield node
 
 
-def _is_number(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+def _literal_number(node: ast.AST) -> Optional[float]:
+    """The int or float a constant is (not a bool), else None."""
+    value = node.value if isinstance(node, ast.Constant) else None
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _maybe_numeric(node: ast.AST, names: Set[str]) -> bool:
-    return any(_is_number(operand) or isinstance(operand, ast.Name) and operand.id in names
+    return any(_literal_number(operand) is not None or isinstance(operand, ast.Name) and operand.id in names
                for operand in _operands(node))
 
 
@@ -93,7 +95,8 @@ def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
             return True
         node = node.operand
     if isinstance(node, ast.Constant):
-        return _is_number(node) and node.value <= 0
+        number = _literal_number(node)
+        return number is not None and number <= 0
     # `FLAGS.clipnorm` / `args.clip`: a command-line flag whose default may be <= 0
     return isinstance(node, (ast.BinOp, ast.Attribute)) or isinstance(node, ast.Name) and node.id in names
 
@@ -213,7 +216,8 @@ class InvalidClipThreshold(Rule):
             else:
                 message = (f"{given} does not clip: Keras 3 and tf-keras silently turn "
                            f"clipping off ({effect}). Use a positive threshold, or leave the option out.")
-            anchor = ctx.parent.get(node) if isinstance(ctx.parent.get(node), cst.Arg) else node
+            parent = ctx.parent.get(node)
+            anchor = parent if isinstance(parent, cst.Arg) else node
             yield Report(anchor, message, probe=OptimizerThreshold(ctx.flow.snippet(call)))
 
     @staticmethod

@@ -135,7 +135,7 @@ class NanGradientAtZero(Rule):
     def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
         value = ctx.flow.value_of(denominator) if denominator is not None else None
         return isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and numerator is not None \
-            and arg(value, 0, "tensor") is not None and ctx.text(arg(value, 0, "tensor")) == ctx.text(numerator) \
+            and (tensor := arg(value, 0, "tensor")) is not None and ctx.text(tensor) == ctx.text(numerator) \
             and self._euclidean(ctx, value)
 
     @staticmethod

@@ -12,7 +12,7 @@ from ..flow.carriers import collected
 from ..flow.gradients import applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
-from ..probes import PerTensor
+from ..probes import Name, PerTensor
 from ..replacements import renamed_callee
 from . import Invalid, Rule
 
@@ -171,6 +171,7 @@ class PerTensorClipNorm(Rule):
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
                     + (f" The gradients come in through {', then '.join(element[0].via)}." if element[0].via else "")),
                     probe=PerTensor(ctx.flow.snippet(loop_node(ctx.flow, owner)), ctx.flow.snippet(call),
-                                    produced.value if isinstance(produced, cst.Name) else None, appended_lists(owner),
+                                    Name(produced.value) if isinstance(produced, cst.Name) else None,
+                                    appended_lists(owner),
                                     **probe_roles(ctx.flow.gradients, element[1].value)),
                     fix=self._fix(ctx, call, owner))

@@ -151,12 +151,12 @@ class ProbabilitiesLossOnLogits(Rule):
         """(the loss class, its constructor call when written as one) for a probabilities loss
         with `from_logits` false or absent."""
         value = ctx.flow.value_of(loss)
-        if isinstance(value, cst.Call) and ctx.call_name(value) in LOSS_CLASSES:
+        if isinstance(value, cst.Call) and (name := ctx.call_name(value)) in LOSS_CLASSES:
             given = arg(value, 0, "from_logits")
             if given is not None and ctx.flow.constant(given) is not False:
                 return None
             written = not any(a.keyword is not None and a.keyword.value == "from_logits" for a in value.args)
-            return LOSS_CLASSES[ctx.call_name(value)], value if written and not value.args else None
+            return LOSS_CLASSES[name], value if written and not value.args else None
         text = ctx.flow.constant(value)
         if isinstance(text, str) and text in LOSS_NAMES:
             return LOSS_NAMES[text], None

@@ -121,9 +121,10 @@ class RemovedNumericsCheck(Rule):
         """Code written for TF 1: it uses a TF 1-only name spelled without `compat.v1`
         (`tf.placeholder`, `tf.Session`, `tf.train.AdamOptimizer`, `tf.Graph().as_default()`);
         there `tf.add_check_numerics_ops()` works as documented."""
-        for node in ctx.nodes(cst.Attribute):
-            if node.attr.value == "as_default" and isinstance(node.value, cst.Call):
-                node = node.value.func  # tf.Graph().as_default()
+        for attribute in ctx.nodes(cst.Attribute):
+            node: cst.BaseExpression = attribute
+            if attribute.attr.value == "as_default" and isinstance(attribute.value, cst.Call):
+                node = attribute.value.func  # tf.Graph().as_default()
                 spelled = "Graph"
             else:
                 spelled = None

@@ -1,7 +1,7 @@
 """CL010 softmax-then-from-logits."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, Optional, TypedDict
 
 import libcst as cst
 
@@ -11,7 +11,7 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
 from ..names import PROBABILITY_WORDS
-from ..probes import FROM_LOGITS
+from ..probes import FROM_LOGITS, Snippet
 from ..replacements import without_keywords
 from . import Invalid, Rule
 
@@ -41,6 +41,15 @@ PROBABILITY_LOSSES = {op: "sparse_categorical_crossentropy" if "sparse" in op el
 
 
 OP_WORDS = tuple({op.rsplit(".", 1)[1] for op in LOGITS_OPS})
+
+
+class FromLogitsFields(TypedDict, total=False):
+    """The fields of a `FromLogits` probe a report fills: `op`, or `function` and `call`, or `loss`."""
+
+    op: str
+    function: str
+    call: Snippet
+    loss: Snippet
 
 
 def _true(ctx: Context, expr) -> bool:
@@ -162,7 +171,9 @@ class SoftmaxThenFromLogits(Rule):
             if isinstance(func, cst.Attribute) and func.attr.value == "compile" \
                     and ctx.imports.qualify(func.value) is None:
                 loss = arg(call, 1, "loss")
-                kind = self._from_logits(ctx, loss) if loss is not None else None
+                if loss is None:
+                    continue
+                kind = self._from_logits(ctx, loss)
                 output = ctx.flow.model_output(func.value) if kind else None
                 if output and output[0] == kind:
                     yield self._report(ctx, loss, kind, output[1], "the model output",
@@ -174,6 +185,8 @@ class SoftmaxThenFromLogits(Rule):
         """`loss_fn(y, model(x))`, `sparse_categorical_crossentropy(y, p, from_logits=True)`,
         `*_with_logits(logits=p)`."""
         name = ctx.call_name(call)
+        kind: Optional[str]
+        probe: FromLogitsFields
         if name in LOGITS_OPS:  # the probe runs the op itself
             kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 1, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
@@ -206,12 +219,13 @@ class SoftmaxThenFromLogits(Rule):
                 return LOSS_CLASSES.get(f"keras.losses.{mapping.get('class_name')}")
         if isinstance(value, cst.Lambda):
             for sub in walk(value.body):
-                if isinstance(sub, cst.Call) and ctx.call_name(sub) in LOSS_FUNCTIONS \
+                if isinstance(sub, cst.Call) and (name := ctx.call_name(sub)) in LOSS_FUNCTIONS \
                         and _true(ctx, arg(sub, 99, "from_logits")):
-                    return LOSS_FUNCTIONS[ctx.call_name(sub)]
+                    return LOSS_FUNCTIONS[name]
         return None
 
-    def _report(self, ctx: Context, node, kind: str, last, what: Optional[str], probe: dict, via=()) -> Report:
+    def _report(self, ctx: Context, node, kind: str, last, what: Optional[str], probe: FromLogitsFields,
+                via=()) -> Report:
         """`what` went through `kind` at `last` (and the calls `via`), then into a `from_logits=True`
         loss; `what` is None for a `tf.nn.*_with_logits` op (`probe["op"]`), which has no `from_logits`."""
         where = f"(`{ctx.text(last).strip().splitlines()[0][:80]}`)"

@@ -12,7 +12,7 @@ from ..flow.constants import UNKNOWN
 from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed
 from ..flow.nodes import arg, walk
 from ..names import EXP, SUMS
-from ..probes import FORMULAS, LogSumExp, Softplus, SqrtExp, UnstableSoftmax
+from ..probes import FORMULAS, Formula, LogSumExp, Snippet, Softplus, SqrtExp, UnstableSoftmax
 from ..replacements import parenthesized, spelled
 from . import Invalid, Rule
 
@@ -139,7 +139,8 @@ class UnstableFormula(Rule):
             if found is None:
                 continue
             kind, exp_call = found
-            if bounded_above(ctx.flow, arg(exp_call, 0, "x")) or self._custom_gradient(ctx, node):
+            x = arg(exp_call, 0, "x")
+            if (x is not None and bounded_above(ctx.flow, x)) or self._custom_gradient(ctx, node):
                 continue
             severity = "error" if kind in (UnstableSoftmax.kind, LogSumExp.kind) else "warning"
             message = f"{MESSAGES[kind]} Use `{STABLE[kind][1]}`."
@@ -203,14 +204,16 @@ class UnstableFormula(Rule):
             return None
         return UnstableSoftmax.kind, exp_call
 
-    def _probe(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> dict:
+    def _probe(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> Formula:
         """The user's expression with the exp's input stood in by [100, 0]: the value the exp is
         taken of (`scores` in `exp(scores / t)`, the rest of the argument as written); when the
         exp is reached through a name (`e = tf.exp(x)`), that name is bound to exp of the stand-in."""
-        inputs: List[dict] = []
-        exp_inputs: List[dict] = []
+        inputs: List[Snippet] = []
+        exp_inputs: List[Snippet] = []
         if ctx.encloses(node, exp_call):
-            inputs.append(ctx.flow.snippet(self._variable(ctx, arg(exp_call, 0, "x"))))
+            x = arg(exp_call, 0, "x")
+            if x is not None:  # not `exp(*xs)`
+                inputs.append(ctx.flow.snippet(self._variable(ctx, x)))
         else:
             held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
             exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
@@ -234,6 +237,7 @@ class UnstableFormula(Rule):
         func = exp_call.func if kind == SqrtExp.kind else spelled(ctx.imports, STABLE[kind][0])
         if func is None:
             return None
+        fixed: Optional[cst.Call]
         if kind == SqrtExp.kind:
             half = cst.BinaryOperation(cst.Float("0.5"), cst.Multiply(), parenthesized(x))
             fixed = cst.Call(func=func, args=(cst.Arg(half),))

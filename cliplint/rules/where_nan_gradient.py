@@ -187,13 +187,13 @@ class WhereNanGradient(Rule):
             return inner is not None and same_value(ctx.flow, inner, compared)
         if isinstance(expr, cst.Call):
             name = ctx.call_name(expr)
-            inner = arg(expr, 0, "x")
+            inner, second = arg(expr, 0, "x"), arg(expr, 1, "y")
             if name in SINGULAR and masked(inner):
                 return expr, inner
-            if name in POWERS and masked(inner) and self._fractional(ctx, arg(expr, 1, "y")):
+            if name in POWERS and masked(inner) and self._fractional(ctx, second):
                 return expr, inner
-            if name in DIVIDES and masked(arg(expr, 1, "y")):
-                return expr, arg(expr, 1, "y")
+            if name in DIVIDES and masked(second):
+                return expr, second
         if isinstance(expr, cst.BinaryOperation):
             if isinstance(expr.operator, cst.Divide) and masked(expr.right):
                 return expr, expr.right
