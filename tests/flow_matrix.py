@@ -357,8 +357,8 @@ MODEL_SINKS = {
                                             "loss='categorical_crossentropy')" + MARK
                                             + "\nmodel.fit(features, labels)"),
 }
-# The carriers a model travels by (a tensor's transforms do not apply to it).
-MODEL_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
+# The carriers a model or a dict of options travels by (a tensor's transforms do not apply to them).
+OBJECT_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
                   "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
                   "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus")
 
@@ -369,6 +369,22 @@ def build_model(model: str, carriers: Sequence[str], sink: str) -> Program:
     text, line = _render(wrong[model], carriers, template)
     twin, _ = _render(right[model], carriers, template)
     return Program(f"{model} model", tuple(carriers), sink, text, (twin,), line, code)
+
+
+# --- optimizer options: a dict with both clip options, carried to the optimizer it configures ------
+
+OPTIONS = '{"clipnorm": 1.0, "clipvalue": 0.5}'
+ONE_OPTION = '{"clipnorm": 1.0}'
+OPTION_SINKS = {
+    "Adam(**options)": "keras.optimizers.Adam(learning_rate=1e-3, **{value})",
+    "optimizers.get(config)": "keras.optimizers.get({{'class_name': 'Adam', 'config': {value}}})",
+}
+
+
+def build_options(carriers: Sequence[str], sink: str) -> Program:
+    text, line = _render(OPTIONS, carriers, OPTION_SINKS[sink])
+    twin, _ = _render(ONE_OPTION, carriers, OPTION_SINKS[sink])
+    return Program("clip options", tuple(carriers), sink, text, (twin,), line, "CL001")
 
 
 # --- gradient lists: from the tape or the optimizer, to a per-tensor clip (CL003) -------------------
@@ -485,10 +501,14 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     # every carrier on the way to the sink, after every carrier from the source
     for index, (carrier, to_apply) in enumerate(itertools.product(GRADIENT_CARRIERS, APPLY_CARRIERS)):
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply)
-    for model, carrier, sink in itertools.product(SOFTMAX_MODELS, MODEL_CARRIERS, MODEL_SINKS):
+    for model, carrier, sink in itertools.product(SOFTMAX_MODELS, OBJECT_CARRIERS, MODEL_SINKS):
         yield build_model(model, [carrier], sink)
-    for index, (outer, inner) in enumerate(itertools.product(MODEL_CARRIERS, repeat=2)):
+    for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
         yield build_model(list(SOFTMAX_MODELS)[index % 2], [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
+    for carrier, sink in itertools.product(OBJECT_CARRIERS, OPTION_SINKS):
+        yield build_options([carrier], sink)
+    for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
+        yield build_options([outer, inner], list(OPTION_SINKS)[index % 2])
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):

@@ -10,6 +10,7 @@ from typing import Dict, Optional
 import libcst as cst
 
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
+from .carriers import trace
 from .constants import UNKNOWN, constant
 from .local import Dataflow
 from .nodes import arg
@@ -55,10 +56,19 @@ def _keyword_options(flow: Dataflow, call: cst.Call) -> Options:
 
 
 def _dict(flow: Dataflow, expr) -> Optional[Options]:
-    """A dict literal or `dict(...)` call (directly or through a name) as key -> value node."""
-    if expr is None:
-        return None
-    expr = flow.value_of(expr)
+    """A dict literal or `dict(...)` call (directly or through every carrier) as key -> value node."""
+    found = trace(flow, expr, _literal_dict)
+    return _keyed(found) if found is not None else None
+
+
+def _literal_dict(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if isinstance(value, cst.Dict) or (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+                                       and value.func.value == "dict"):
+        return value
+    return None
+
+
+def _keyed(expr: cst.BaseExpression) -> Options:
     if isinstance(expr, cst.Dict):
         found: Options = {}
         for element in expr.elements:
@@ -67,6 +77,6 @@ def _dict(flow: Dataflow, expr) -> Optional[Options]:
             if isinstance(key, str):  # not b"clipnorm": Keras reads no bytes key
                 found[key] = element.value
         return found
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+    if isinstance(expr, cst.Call):  # `dict(clipnorm=1.0)`
         return {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
-    return None
+    return {}
