@@ -381,6 +381,21 @@ OPTION_SINKS = {
 }
 
 
+# A threshold that clips nothing (CL009), carried to where it is used; the twin's is positive.
+THRESHOLD_SINKS = {
+    "clip_by_global_norm": ("0.0", "1.0", "tf.clip_by_global_norm(features, {value})"),
+    "clipnorm=": ("0.0", "1.0", "keras.optimizers.Adam(clipnorm={value})"),
+    "clip_by_value bounds": ("-1.0", "2.0", "tf.clip_by_value(features, 1.0, {value})"),
+}
+
+
+def build_threshold(carriers: Sequence[str], sink: str) -> Program:
+    wrong, right, template = THRESHOLD_SINKS[sink]
+    text, line = _render(wrong, carriers, template)
+    twin, _ = _render(right, carriers, template)
+    return Program("threshold", tuple(carriers), sink, text, (twin,), line, "CL009")
+
+
 def build_options(carriers: Sequence[str], sink: str) -> Program:
     text, line = _render(OPTIONS, carriers, OPTION_SINKS[sink])
     twin, _ = _render(ONE_OPTION, carriers, OPTION_SINKS[sink])
@@ -509,6 +524,10 @@ def matrix(nested: bool = True) -> Iterator[Program]:
         yield build_options([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
         yield build_options([outer, inner], list(OPTION_SINKS)[index % 2])
+    for carrier, sink in itertools.product(OBJECT_CARRIERS, THRESHOLD_SINKS):
+        yield build_threshold([carrier], sink)
+    for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
+        yield build_threshold([outer, inner], list(THRESHOLD_SINKS)[index % 3])
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):

@@ -261,3 +261,29 @@ def same_value(flow: Dataflow, one: cst.BaseExpression, other: cst.BaseExpressio
 
 def _bound_here(flow: Dataflow, expr: cst.BaseExpression) -> bool:
     return not isinstance(expr, cst.Name) or flow.binding_of(expr) is not None
+
+
+def carried_constant(flow: Dataflow, expr: cst.BaseExpression) -> object:
+    """The literal `expr` holds when every way its value comes (every carrier, every element a
+    container may give) starts at the same literal; UNKNOWN when one start does not fold or two
+    differ. A parameter's default counts only where `constant` takes it (no call passes one)."""
+    found: List[object] = []
+    todo: List[cst.BaseExpression] = [expr]
+    seen: Set[cst.BaseExpression] = set()
+    while todo:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if len(seen) > TRACE_LIMIT:
+            return UNKNOWN
+        value = constant(flow, current)
+        if value is not UNKNOWN:
+            found.append(value)
+            continue
+        before = [o.expr for o in origins(flow, current)] + held(flow, current)
+        if not before:
+            return UNKNOWN
+        todo += before
+    first = found[0] if found else UNKNOWN
+    return first if all(type(v) is type(first) and v == first for v in found) else UNKNOWN

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, Iterator, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Iterator, Optional, Tuple
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
+from ..flow.carriers import carried_constant
 from ..flow.constants import UNKNOWN, ruled_out
 from ..flow.nodes import arg
 from ..flow.optimizers import passed_options
@@ -21,7 +22,11 @@ if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a conf
 
 
 def _number(ctx: Context, expr) -> Optional[float]:
+    """The number a threshold holds: folded where it is written, or where every carrier that
+    brings it starts (a helper's return, an attribute, a container)."""
     value = ctx.flow.constant(expr)
+    if value is UNKNOWN and expr is not None:
+        value = carried_constant(ctx.flow, expr)
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value is not UNKNOWN else None
 
 
@@ -47,23 +52,6 @@ def _value_bounds(call: ast.Call) -> Tuple[Optional[ast.AST], Optional[ast.AST]]
     return low, high
 
 
-def _numeric_names(bindings: Sequence[Tuple[str, ast.AST]]) -> Tuple[Set[str], Set[str]]:
-    """Names that may hold a number (through other names), and those that may hold one <= 0."""
-    numeric: Set[str] = set()
-    nonpositive: Set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, value in bindings:
-            if name not in numeric and _maybe_numeric(value, numeric):
-                numeric.add(name)
-                changed = True
-            if name not in nonpositive and _maybe_nonpositive(value, nonpositive):
-                nonpositive.add(name)
-                changed = True
-    return numeric, nonpositive
-
-
 def _operands(node: ast.AST) -> Iterator[ast.AST]:
     """The operands of an arithmetic expression, through its unary and binary operators (walked
     without recursion: a generated sum nests thousands deep)."""
@@ -84,12 +72,15 @@ def _literal_number(node: ast.AST) -> Optional[float]:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _maybe_numeric(node: ast.AST, names: Set[str]) -> bool:
-    return any(_literal_number(operand) is not None or isinstance(operand, ast.Name) and operand.id in names
+def _maybe_numeric(node: ast.AST) -> bool:
+    """Could the engine fold `node` to a number: a literal, arithmetic on one, or anything a
+    number may be carried by (a name, an attribute, a call's return, an element)."""
+    return any(_literal_number(operand) is not None or isinstance(operand, CARRIED)
                for operand in _operands(node))
 
 
-def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
+def _maybe_nonpositive(node: ast.AST) -> bool:
+    """Anything but a positive literal may be <= 0 (a flag's default, a helper's return...)."""
     while isinstance(node, ast.UnaryOp):
         if isinstance(node.op, ast.USub):
             return True
@@ -97,8 +88,11 @@ def _maybe_nonpositive(node: ast.AST, names: Set[str]) -> bool:
     if isinstance(node, ast.Constant):
         number = _literal_number(node)
         return number is not None and number <= 0
-    # `FLAGS.clipnorm` / `args.clip`: a command-line flag whose default may be <= 0
-    return isinstance(node, (ast.BinOp, ast.Attribute)) or isinstance(node, ast.Name) and node.id in names
+    return isinstance(node, (ast.BinOp, *CARRIED))
+
+
+# What a value the engine follows may be written as (`carriers.carried_constant`).
+CARRIED = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.IfExp, ast.NamedExpr)
 
 
 class InvalidClipThreshold(Rule):
@@ -165,13 +159,12 @@ class InvalidClipThreshold(Rule):
 
     def could_fire(self, facts: Facts) -> bool:
         """A clip threshold that may be a constant <= 0, or clip_by_value bounds that may both be constants."""
-        numeric, nonpositive = _numeric_names(facts.bindings)
         thresholds = [call.args[1] for name in ("clip_by_norm", "clip_by_global_norm")
                       for call in facts.calls_by_name.get(name, ()) if len(call.args) > 1]
         thresholds += [value for keyword in (*CLIP_OPTIONS, "clip_norm")
                        for value in facts.keyword_values.get(keyword, ())]
-        return any(_maybe_nonpositive(threshold, nonpositive) for threshold in thresholds) or any(
-            low is not None and high is not None and _maybe_numeric(low, numeric) and _maybe_numeric(high, numeric)
+        return any(_maybe_nonpositive(threshold) for threshold in thresholds) or any(
+            low is not None and high is not None and _maybe_numeric(low) and _maybe_numeric(high)
             for low, high in map(_value_bounds, facts.calls_by_name.get("clip_by_value", ())))
 
     def check_config(self, optimizer: "ConfigOptimizer") -> Iterator[Report]:
