@@ -1,4 +1,7 @@
-"""The CLI contract, through the installed command: output lines, exit codes, config, noqa."""
+"""The CLI contract: output lines, exit codes, config, noqa. Through click's CliRunner in this
+process (`run_cli`), the command the console script runs; through a process of its own where
+only a real process shows it: the console script's exit, Ctrl-C, a worker pool, a file-size
+limit, binary standard input."""
 import json
 import os
 import resource
@@ -467,6 +470,25 @@ def test_ctrl_c_during_a_parallel_run_stops_it_at_once(tmp_path, whole_group):
     assert stderr == "cliplint: interrupted\n"
     assert all(_wait_for(lambda: not _alive(pid), 10) for pid in workers)
     assert not (tmp_path / "r.txt").exists() and _leftovers(tmp_path) == []
+
+
+# --- the console script ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("files, args, code", [({"ok.py": GOOD}, ["ok.py"], 0), ({"a.py": BAD}, ["a.py"], 1),
+                                               ({}, ["--select", "CL999", "."], 2)])
+def test_the_console_script_exits_with_the_commands_code(tmp_path, files, args, code):
+    """The installed `cliplint` exits where no command does (without interpreter teardown): with
+    the code the command returned, its report written out whole first."""
+    for name, text in files.items():
+        write(tmp_path, name, text)
+    script = Path(sys.executable).with_name("cliplint")
+    result = subprocess.run([str(script), "--output-format", "json", "--no-cache", *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == code, result.stderr
+    if code < 2:
+        assert len(json.loads(result.stdout)) == 2 * code  # BAD holds two findings
+    else:
+        assert result.stdout == "" and "unknown rule selector 'CL999'" in result.stderr
 
 
 # --- a mistyped command (item 5) -------------------------------------------------------------
