@@ -95,7 +95,7 @@ def test_verify_on_a_notebook(tmp_path, run_cli):
     assert records[0]["cell"] == 2 and records[0]["verification"]["verdict"] == "confirmed"
 
 
-# --- cells read as IPython runs them (issue 20) ----------------------------------------------
+# --- cells read as IPython runs them: magics, shell escapes, automagics -----------------------
 
 ADAM = "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)"
 
