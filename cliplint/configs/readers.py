@@ -6,17 +6,13 @@ from __future__ import annotations
 import io
 import json
 import re
+import tomllib
 import zipfile
 from typing import Dict, List, Optional, Protocol, Tuple, Union
 
 import yaml
 
 from ..findings import Finding, bad_input
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore
 
 MAX_MEMBER = 16 * 1024 * 1024  # bytes of config.json read from a .keras archive, at most
 STANDARD_TAG = "tag:yaml.org,2002:"
