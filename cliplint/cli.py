@@ -298,20 +298,14 @@ def _fixes_wanted(fix: Optional[bool], fix_only: bool, output_format: str) -> Op
     return fix
 
 
-def _verifier(verify: bool, timeout: float):
-    if not verify:
-        return None
-    from .fix import FixVerifier
+def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float,
+         **how: bool) -> List[FileFix]:
+    """The fixes of `targets` (`how`: fix_paths' write/everywhere), each verified with `verify`."""
+    from .fix import FixVerifier, fix_paths
 
-    return FixVerifier(timeout)
-
-
-def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float):
-    from .fix import fix_paths
-
-    verifier = _verifier(verify, timeout)
+    verifier = FixVerifier(timeout) if verify else None  # TensorFlow's worker: only when verifying
     try:
-        fixed, _ = fix_paths(targets, config, unsafe, accept=verifier)
+        fixed, _ = fix_paths(targets, config, unsafe, accept=verifier, **how)
     finally:
         if verifier is not None:
             verifier.close()
@@ -321,14 +315,9 @@ def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: boo
 def _diff(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float,
           quiet: bool) -> int:
     """`--diff`: what `--fix` would change, as a unified diff; nothing is written."""
-    from .fix import fix_paths, where
+    from .fix import where
 
-    verifier = _verifier(verify, timeout)
-    try:
-        fixed, _ = fix_paths(targets, config, unsafe, write=False, everywhere=True, accept=verifier)
-    finally:
-        if verifier is not None:
-            verifier.close()
+    fixed = _fix(config, targets, unsafe, verify, timeout, write=False, everywhere=True)
     click.echo("".join(f.diff for f in fixed), nl=False)
     count = sum(len(f.applied) for f in fixed)
     if not quiet:

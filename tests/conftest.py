@@ -1,58 +1,49 @@
-import os
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
 import pytest
-from click.testing import CliRunner
-
-from cliplint.cli import main
+from command import Ran, run_in_process
+from workers import WorkerPool, session_module
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclass
-class Ran:
-    """What a run of `cliplint` left: the fields of subprocess.CompletedProcess the tests read."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-sweeps", action="store_true",
+                     help="also run the cases of the slow sweeps marked beyond_sample (CI runs the sample)")
 
-    returncode: int
-    stdout: str
-    stderr: str
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """Without --full-sweeps, the cases marked `beyond_sample` are deselected (and counted as such)."""
+    if config.getoption("--full-sweeps"):
+        return
+    beyond = [item for item in items if item.get_closest_marker("beyond_sample")]
+    if beyond:
+        config.hook.pytest_deselected(items=beyond)
+        items[:] = [item for item in items if not item.get_closest_marker("beyond_sample")]
 
 
 @pytest.fixture
 def run_cli(tmp_path):
-    """Run the `cliplint` command in this process (click's CliRunner), in `cwd` (default
-    tmp_path), with `stdin` as standard input and `env` added to the environment; returns a
-    `Ran`. An exception the command does not handle fails the test, as a traceback would."""
+    """Run the `cliplint` command in this process (tests/command.py), in `cwd` (default
+    tmp_path), with `stdin` as standard input and `env` added to the environment."""
 
     def run(*args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None,
             env: Optional[Dict[str, str]] = None) -> Ran:
-        here = os.getcwd()
-        os.chdir(cwd or tmp_path)
-        try:
-            result = CliRunner().invoke(main, list(args), input=stdin, env={"NO_COLOR": "1", **(env or {})},
-                                        prog_name="cliplint", catch_exceptions=False)
-        finally:
-            os.chdir(here)
-        return Ran(result.exit_code, result.stdout, result.stderr)
+        return run_in_process(args, cwd or tmp_path, stdin, env)
 
     return run
 
 
-@pytest.fixture
-def run_process(tmp_path):
-    """Run `python -m cliplint` as a process of its own, for what only a real process shows
-    (exit without teardown, signals, a pool of workers, the real standard streams); returns
-    subprocess.CompletedProcess (text)."""
-
-    def run(*args: str, cwd: Optional[Path] = None, stdin: Optional[str] = None,
-            env: Optional[Dict[str, str]] = None) -> "subprocess.CompletedProcess[str]":
-        environment = {**os.environ, "NO_COLOR": "1", **(env or {})}
-        return subprocess.run(
-            [sys.executable, "-m", "cliplint", *args], cwd=cwd or tmp_path, input=stdin,
-            capture_output=True, text=True, env=environment, timeout=600)
-
-    return run
+@pytest.fixture(scope="session", autouse=True)
+def shared_verify_workers(tmp_path_factory):
+    """The verify workers of every session this process starts come from one pool (tests/workers.py)."""
+    module = session_module()
+    if module is None:
+        yield None
+        return
+    pool = WorkerPool(module, str(tmp_path_factory.mktemp("verify-workers")))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "Worker", pool.lend)
+        yield pool
+    pool.close()
