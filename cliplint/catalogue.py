@@ -98,14 +98,15 @@ def _declared(path: str) -> Dict[str, str]:
 
     with open(path, encoding="utf-8") as handle:
         tree = ast.parse(handle.read(), path)
-    found = {}
+    found: Dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
             values = {target.id: statement.value.value for statement in node.body
                       if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Constant)
                       for target in statement.targets if isinstance(target, ast.Name)}
-            if isinstance(values.get("code"), str) and isinstance(values.get("name"), str):
-                found[values["code"]] = values["name"]
+            code, name = values.get("code"), values.get("name")
+            if isinstance(code, str) and isinstance(name, str):
+                found[code] = name
     return found
 
 

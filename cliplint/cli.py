@@ -11,12 +11,17 @@ import math
 import os
 import sys
 from types import SimpleNamespace
-from typing import List, NoReturn, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, NoReturn, Optional, Sequence, Tuple
 
 import click
 
 from . import __version__
 from .settings import RUN_DEFAULTS, SEVERITIES, Config, ConfigError, Overrides
+
+if TYPE_CHECKING:  # imported when a command runs, so that `--help` stays fast
+    from .engine import RunResult
+    from .findings import Finding
+    from .fix import FileFix
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -43,15 +48,17 @@ class DefaultToCheck(click.Group):
         if close and not os.path.lexists(word) and not any(mark in word for mark in "./" + os.sep):
             ctx.fail(f"`{word}` is neither a command nor an existing path; did you mean `{close[0]}`?")
 
-    def invoke(self, ctx):
-        """Ctrl-C: exit 130, as ruff and most Unix tools do, without click's "Aborted!" (exit 1,
+    def invoke(self, ctx: click.Context) -> NoReturn:
+        """The command's exit code becomes the process's (click ignores what commands return).
+        Ctrl-C: exit 130, as ruff and most Unix tools do, without click's "Aborted!" (exit 1,
         which CI reads as findings). The verifier and the report file are cleaned up on the
         way out (`finally` blocks); no traceback."""
         try:
-            return super().invoke(ctx)
+            code = super().invoke(ctx)
         except KeyboardInterrupt:
             click.echo("cliplint: interrupted", err=True)
-            _finish(EXIT_INTERRUPTED)
+            code = EXIT_INTERRUPTED
+        ctx.exit(code or EXIT_CLEAN)
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -132,67 +139,85 @@ FORMATS = ("text", "json", "json-lines", "sarif", "github", "junit", "gitlab")
 @click.option("--baseline", type=click.Path(dir_okay=False),
               help="Report only findings this baseline file (from --write-baseline) does not hold.")
 @click.option("-v", "--verbose", is_flag=True, help="Also say which named files were skipped, and why.")
-def check(paths: Tuple[str, ...], **flags) -> None:
+def check(paths: Tuple[str, ...], **flags: Any) -> int:
     """Lint PATHS (files and folders; default: the current folder)."""
     # One namespace for the thirty-odd flags: the helpers below take what they need from it.
-    run_check(list(paths), SimpleNamespace(**flags))
+    return run_check(list(paths), SimpleNamespace(**flags))
 
 
-def run_check(paths: List[str], o: SimpleNamespace) -> NoReturn:
+def run_check(paths: List[str], o: SimpleNamespace) -> int:
+    """The exit code of `cliplint check`; a configuration error is reported and exits 2."""
     fixing = None
     try:
-        if o.write_baseline and o.baseline:
-            raise ConfigError("--write-baseline and --baseline together: write a new baseline without --baseline")
-        config = Config(
-            Overrides(select=_split(o.select) if o.select else None, extend_select=_split(o.extend_select),
-                      ignore=_split(o.ignore), exclude=_split(o.exclude) if o.exclude else None,
-                      extend_exclude=_split(o.extend_exclude), force_exclude=o.force_exclude,
-                      fix=_fixes_wanted(o.fix, o.fix_only, o.output_format), unsafe_fixes=o.unsafe_fixes),
-            config_file=o.config_file, isolated=o.isolated)
-        if o.verify:
-            from .verify import require_tensorflow
-
-            require_tensorflow()
+        config = _config(o)
         targets = _lintable(paths, o.verbose) if paths else ["."]
         _run_settings(o, config, targets)
         cache = None if o.no_cache else o.cache_dir
         if o.diff:
-            _finish(_diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet))
+            return _diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet)
         if _fixing(o, config, targets):
             fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
         result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
         result.findings = _with_severities(result.findings, config)
         if o.write_baseline:
-            _finish(_write_baseline(o.write_baseline, result))
+            return _write_baseline(o.write_baseline, result)
         if o.baseline:
             _apply_baseline(o.baseline, result, o.quiet)
         for warning in (*result.warnings, *config.warnings()):
             click.echo(f"cliplint: warning: {warning}", err=True)
         if o.add_noqa:
-            _finish(_add_noqa(result, config, targets))
+            return _add_noqa(result, config, targets)
         if o.verify:
-            from .verify import verify_findings
-
-            result.findings = verify_findings(result.findings, timeout=o.verify_timeout, budget=o.verify_budget,
-                                              cache_folder=cache, progress=not o.quiet and sys.stderr.isatty(),
-                                              cpu=o.verify_cpu, file_budget=o.verify_file_budget,
-                                              unsandboxed=o.verify_unsandboxed)
+            result.findings = _verified(result.findings, o, cache)
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
+    return _report(result, fixing, o)
+
+
+def _config(o: SimpleNamespace) -> Config:
+    """The run's configuration from the flags (ConfigError for flags that contradict each other,
+    or `--verify` without TensorFlow)."""
+    if o.write_baseline and o.baseline:
+        raise ConfigError("--write-baseline and --baseline together: write a new baseline without --baseline")
+    config = Config(
+        Overrides(select=_split(o.select) if o.select else None, extend_select=_split(o.extend_select),
+                  ignore=_split(o.ignore), exclude=_split(o.exclude) if o.exclude else None,
+                  extend_exclude=_split(o.extend_exclude), force_exclude=o.force_exclude,
+                  fix=_fixes_wanted(o.fix, o.fix_only, o.output_format), unsafe_fixes=o.unsafe_fixes),
+        config_file=o.config_file, isolated=o.isolated)
+    if o.verify:
+        from .verify import require_tensorflow
+
+        require_tensorflow()
+    return config
+
+
+def _verified(findings: List[Finding], o: SimpleNamespace, cache: Optional[str]) -> List[Finding]:
+    from .verify import verify_findings
+
+    return verify_findings(findings, timeout=o.verify_timeout, budget=o.verify_budget, cache_folder=cache,
+                           progress=not o.quiet and sys.stderr.isatty(), cpu=o.verify_cpu,
+                           file_budget=o.verify_file_budget, unsandboxed=o.verify_unsandboxed)
+
+
+def _report(result: RunResult, fixing: Optional[List[FileFix]], o: SimpleNamespace) -> int:
+    """Print the report (and what `--fix` did); the exit code."""
     if o.fix_only:
         result.findings = []
     to_stdout = o.output_format == "text" and not o.output_file
     fixes = _fix_report(fixing, result, o.show_fixes, o.quiet, o.unsafe_fixes) if fixing is not None else []
     if fixing is None or not o.fix_only:
         # on a text report the fix summary comes before its last word ("All checks passed!")
-        _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify, fixes if to_stdout else [])
+        if not _emit(result, o.output_format, o.output_file, o.statistics, o.quiet, o.verify,
+                     fixes if to_stdout else []):
+            return EXIT_ERROR
     if fixes and (o.fix_only or not to_stdout):
         click.echo("\n".join(fixes), err=not to_stdout)
     if fixing is None and o.show_fixes:
         _offered_fixes(result, o.quiet)
     fixed_any = o.exit_non_zero_on_fix and fixing is not None and any(f.changed for f in fixing)
-    _finish(_exit_code(result, o, fixed_any))
+    return _exit_code(result, o, fixed_any)
 
 
 def _lintable(paths: List[str], verbose: bool) -> List[str]:
@@ -273,20 +298,14 @@ def _fixes_wanted(fix: Optional[bool], fix_only: bool, output_format: str) -> Op
     return fix
 
 
-def _verifier(verify: bool, timeout: float):
-    if not verify:
-        return None
-    from .fix import FixVerifier
+def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float,
+         **how: bool) -> List[FileFix]:
+    """The fixes of `targets` (`how`: fix_paths' write/everywhere), each verified with `verify`."""
+    from .fix import FixVerifier, fix_paths
 
-    return FixVerifier(timeout)
-
-
-def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float):
-    from .fix import fix_paths
-
-    verifier = _verifier(verify, timeout)
+    verifier = FixVerifier(timeout) if verify else None  # TensorFlow's worker: only when verifying
     try:
-        fixed, _ = fix_paths(targets, config, unsafe, accept=verifier)
+        fixed, _ = fix_paths(targets, config, unsafe, accept=verifier, **how)
     finally:
         if verifier is not None:
             verifier.close()
@@ -296,14 +315,9 @@ def _fix(config: Config, targets: List[str], unsafe: Optional[bool], verify: boo
 def _diff(config: Config, targets: List[str], unsafe: Optional[bool], verify: bool, timeout: float,
           quiet: bool) -> int:
     """`--diff`: what `--fix` would change, as a unified diff; nothing is written."""
-    from .fix import fix_paths, where
+    from .fix import where
 
-    verifier = _verifier(verify, timeout)
-    try:
-        fixed, _ = fix_paths(targets, config, unsafe, write=False, everywhere=True, accept=verifier)
-    finally:
-        if verifier is not None:
-            verifier.close()
+    fixed = _fix(config, targets, unsafe, verify, timeout, write=False, everywhere=True)
     click.echo("".join(f.diff for f in fixed), nl=False)
     count = sum(len(f.applied) for f in fixed)
     if not quiet:
@@ -363,18 +377,6 @@ def _add_noqa(result, config: Config, targets: List[str]) -> int:
     return EXIT_CLEAN
 
 
-def _finish(code: int) -> NoReturn:
-    """Exit without tearing the interpreter down: freeing libcst's hundreds of classes and the
-    parsed trees takes ~0.1 s, a fifth of a one-file run (mypy exits the same way). Everything
-    is written by now: the report, the cache, the verifier's worker and folder are closed."""
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # `cliplint ... | head`: the reader has gone, as with any CLI
-        pass
-    os._exit(code)
-
-
 def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str]):
     from .engine import lint_stdin, run
 
@@ -384,7 +386,8 @@ def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[
 
 
 def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,
-          verified: bool, fixes: Sequence[str] = ()) -> None:
+          verified: bool, fixes: Sequence[str] = ()) -> bool:
+    """Write the report; False (said on stderr) when the report file cannot be written."""
     from .report import FORMATS, RunInfo
     from .report.text import statistics as statistics_table
 
@@ -403,9 +406,10 @@ def _emit(result, output_format: str, output_file: Optional[str], statistics: bo
             write_atomically(output_file, text)
         except OSError as err:  # a missing folder, no permission, a full disk: nothing is left behind
             click.echo(f"cliplint: error: cannot write the report to {output_file}: {err.strerror or err}", err=True)
-            _finish(EXIT_ERROR)
+            return False
     else:
         click.echo(text, nl=False)
+    return True
 
 
 def _exit_code(result, o: SimpleNamespace, fixed_any: bool = False) -> int:
@@ -430,7 +434,7 @@ def list_rules() -> None:
 
 @main.command()
 @click.argument("rule")
-def explain(rule: str) -> None:
+def explain(rule: str) -> int:
     """Print a rule's documentation (code or name): why it is bad, example, use instead."""
     from .report.links import rule_page
     from .settings import resolve_codes
@@ -439,9 +443,10 @@ def explain(rule: str) -> None:
         codes = resolve_codes([rule], "explain")
     except ConfigError as err:
         click.echo(f"cliplint: error: {err}", err=True)
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
     for code in sorted(codes):
         click.echo(rule_page(code))
+    return EXIT_CLEAN
 
 
 @main.command("problem-matcher")
@@ -458,7 +463,7 @@ def problem_matcher(editor: str) -> None:
 
 
 @main.command()
-def server() -> None:
+def server() -> int:
     """Run the language server for editors (LSP over stdin/stdout; needs cliplint's `lsp` extra)."""
     try:
         from .server import serve
@@ -467,5 +472,25 @@ def server() -> None:
             raise
         click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: install cliplint's `lsp` extra "
                    "(in a clone: pip install '.[lsp]'; see the README's Install)", err=True)
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
     serve()
+    return EXIT_CLEAN
+
+
+def console() -> NoReturn:
+    """The `cliplint` command and `python -m cliplint`: the one place the process exits, with
+    the exit code the command returned. It exits without tearing the interpreter down: freeing
+    libcst's hundreds of classes and the parsed trees takes ~0.1 s, a fifth of a one-file run
+    (mypy exits the same way), and nothing is left to wait for: the report, the cache, the
+    verifier's worker and folder and the lint pool are closed by the time a command returns."""
+    try:
+        main()
+        code = EXIT_CLEAN  # not reached: click's main always exits
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else EXIT_CLEAN if done.code is None else EXIT_ERROR
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # `cliplint ... | head`: the reader has gone, as with any CLI
+        pass
+    os._exit(code)

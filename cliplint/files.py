@@ -78,25 +78,25 @@ def read_regular(path: str, limit: int, dir_fd: Optional[int] = None, follow_sym
         os.close(descriptor)
 
 
-def decode_python(path: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:
-    """Source text honouring PEP 263, or a CL000 finding saying why it cannot be read."""
+def decode_python(path: str, data: bytes) -> Tuple[str, Optional[Finding]]:
+    """Source text honouring PEP 263 and None; or "" and a CL000 finding saying why it cannot be read."""
     if b"\x00" in data:
-        return None, bad_input(path, "binary file (contains NUL bytes); not linted")
+        return "", bad_input(path, "binary file (contains NUL bytes); not linted")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as err:
-        return None, bad_input(path, f"invalid encoding declaration: {err}")
+        return "", bad_input(path, f"invalid encoding declaration: {err}")
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         declared = "declared" if encoding != "utf-8" else "no PEP 263 declaration, so UTF-8"
-        return None, bad_input(
+        return "", bad_input(
             path, f"cannot decode byte 0x{data[err.start]:02x} as {encoding} ({declared}); "
             "add a '# -*- coding: ... -*-' line or re-encode the file", line, column)
     except LookupError:
-        return None, bad_input(path, f"unknown encoding {encoding!r} in the coding declaration")
+        return "", bad_input(path, f"unknown encoding {encoding!r} in the coding declaration")
     return text.lstrip("\ufeff"), None
 
 

@@ -104,7 +104,7 @@ def contained(function: Callable, *args) -> Tuple[Any, Optional[str]]:
 
     # A fork is cheap, but a fork of a process with threads (an editor server) could deadlock.
     forking = threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if forking else "spawn")
+    context = multiprocessing.get_context("fork") if forking else multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_send_result, args=(sender, function, args))
     child.start()
@@ -116,11 +116,12 @@ def contained(function: Callable, *args) -> Tuple[Any, Optional[str]]:
     finally:
         receiver.close()
         child.join()
-    if child.exitcode == 0:
+    status = child.exitcode or 0  # joined: it has one
+    if status == 0:
         return result, None
-    if child.exitcode < 0:
-        return None, f"signal {-child.exitcode}"
-    return None, f"exit status {child.exitcode}"
+    if status < 0:
+        return None, f"signal {-status}"
+    return None, f"exit status {status}"
 
 
 def _send_result(sender, function: Callable, args: tuple) -> None:

@@ -120,17 +120,17 @@ def lint_notebook(path: str, data: bytes, rules: Sequence, display: str, lint: C
 def python_cells(display: str, sources: List[Tuple[int, str]]) -> Tuple[List[Tuple[int, Cell]], List[Finding]]:
     """Every code cell as IPython runs it, and a CL000 warning for each one that is not Python."""
     cells: List[Tuple[int, Cell]] = []
-    skipped: List[Finding] = []
+    skipped: List[Tuple[str, Finding]] = []  # each with its cell's source
     defined: FrozenSet[str] = frozenset()  # module-level names of the cells so far: they shadow automagics
     for number, source in sources:
         cell, error, names = read_cell(source, defined)
         if error is not None:
-            skipped.append(not_python(display, number, cell, error))
+            skipped.append((source, not_python(display, number, cell, error)))
             continue
         defined |= names
         cells.append((number, cell))
     first = sources[0][1] if sources else ""
-    return cells, [f for f in skipped if not _silenced(f, first, dict(sources)[f.cell])]
+    return cells, [f for source, f in skipped if not _silenced(f, first, source)]
 
 
 @lru_cache(maxsize=4096)
@@ -222,14 +222,22 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_SCALAR = re.compile(r"-?[0-9][0-9eE.+-]*|true|false|null")
 
 
+def _end(pattern: "re.Pattern[str]", text: str, at: int) -> int:
+    """Where `pattern`'s match at `at` ends: the text is JSON that parsed, so it matches there."""
+    found = pattern.match(text, at)
+    if found is None:
+        raise ValueError(f"not the JSON expected at offset {at}")
+    return found.end()
+
+
 def _skip_value(text: str, at: int) -> int:
     """The offset just after the JSON value that starts at `at` (whitespace already skipped)."""
     depth, index = 0, at
     while True:
-        index = _WHITESPACE.match(text, index).end()
+        index = _end(_WHITESPACE, text, index)
         char = text[index]
         if char == '"':
-            index = _JSON_STRING.match(text, index).end()
+            index = _end(_JSON_STRING, text, index)
         elif char in "[{":
             depth, index = depth + 1, index + 1
             continue
@@ -239,40 +247,40 @@ def _skip_value(text: str, at: int) -> int:
             index += 1
             continue
         else:
-            index = _JSON_SCALAR.match(text, index).end()
+            index = _end(_JSON_SCALAR, text, index)
         if depth == 0:
             return index
 
 
 def _members(text: str, at: int) -> Iterator[Tuple[str, int, int]]:
     """(key, value start, value end) of the JSON object starting at `at`."""
-    index = _WHITESPACE.match(text, at + 1).end()
+    index = _end(_WHITESPACE, text, at + 1)
     while text[index] != "}":
-        key_end = _JSON_STRING.match(text, index).end()
+        key_end = _end(_JSON_STRING, text, index)
         key = json.loads(text[index:key_end])
-        start = _WHITESPACE.match(text, _WHITESPACE.match(text, key_end).end() + 1).end()
+        start = _end(_WHITESPACE, text, _end(_WHITESPACE, text, key_end) + 1)
         end = _skip_value(text, start)
         yield key, start, end
-        index = _WHITESPACE.match(text, end).end()
+        index = _end(_WHITESPACE, text, end)
         if text[index] == ",":
-            index = _WHITESPACE.match(text, index + 1).end()
+            index = _end(_WHITESPACE, text, index + 1)
 
 
 def _elements(text: str, at: int) -> Iterator[Tuple[int, int]]:
     """(start, end) of each element of the JSON array starting at `at`."""
-    index = _WHITESPACE.match(text, at + 1).end()
+    index = _end(_WHITESPACE, text, at + 1)
     while text[index] != "]":
         end = _skip_value(text, index)
         yield index, end
-        index = _WHITESPACE.match(text, end).end()
+        index = _end(_WHITESPACE, text, end)
         if text[index] == ",":
-            index = _WHITESPACE.match(text, index + 1).end()
+            index = _end(_WHITESPACE, text, index + 1)
 
 
 def source_spans(text: str) -> Dict[int, Tuple[int, int]]:
     """Cell number (1-based, as in findings) -> where its `source` value sits in the JSON text."""
     spans: Dict[int, Tuple[int, int]] = {}
-    top = _WHITESPACE.match(text).end()
+    top = _end(_WHITESPACE, text, 0)
     cells = next(((s, e) for key, s, e in _members(text, top) if key == "cells"), None)
     if cells is None:
         return spans
@@ -350,8 +358,8 @@ def encode_source(old: str, source: str, ascii_only: bool) -> str:
     lines = re.findall(r"[^\n]*\n|[^\n]+$", source)
     if not lines:
         return "[]"
-    opening = re.match(r"\[\s*", old).group()[1:] or "\n"
-    closing = re.search(r"\s*\]$", old).group()[:-1] if old != "[]" else "\n"
+    opening = old[1:len(old) - len(old[1:].lstrip())] or "\n"  # the whitespace after `[`
+    closing = old[len(old[:-1].rstrip()):-1] if old != "[]" else "\n"  # the whitespace before `]`
     items = ("," + opening).join(json.dumps(line, ensure_ascii=ascii_only) for line in lines)
     return "[" + opening + items + closing + "]"
 

@@ -70,8 +70,10 @@ def kind(name: str, *rules: str) -> Callable[[P], P]:
 
 def variant(base: P, name: str, kind_name: str, *rules: str, doc: str) -> P:
     """A probe kind with its base's fields: one of several that one probe function tells apart by kind."""
-    cls = type(name, (base,), {"__doc__": doc, "__module__": __name__, "__qualname__": name})
-    return kind(kind_name, *rules)(dataclass(frozen=True)(cls))
+    made = type(name, (base,), {"__doc__": doc, "__module__": __name__, "__qualname__": name})
+    cls: type = dataclass(frozen=True)(made)
+    # a subclass of `base` with its fields: to a type checker, which cannot follow type(), `base` itself
+    return kind(kind_name, *rules)(typing.cast(P, cls))
 
 
 # --- CL001, CL009: an optimizer's clip options ---------------------------------------------------

@@ -61,6 +61,7 @@ def file_noqa(source: str) -> Tuple[bool, Optional[Set[str]]]:
 
 def suppressed(code: str, lines: range, noqa: Dict[int, Optional[Set[str]]]) -> bool:
     for line in lines:
-        if line in noqa and (noqa[line] is ALL or code in noqa[line]):
+        codes = noqa.get(line, set())
+        if codes is ALL or code in codes:
             return True
     return False

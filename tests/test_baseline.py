@@ -1,4 +1,4 @@
-"""Baselines through the installed command (issue 29): record today's findings of every file
+"""Baselines through the command: record today's findings of every file
 kind, report only new ones, stable when code moves, and in pre-commit."""
 import json
 import os

@@ -1,4 +1,7 @@
-"""The CLI contract, through the installed command: output lines, exit codes, config, noqa."""
+"""The CLI contract: output lines, exit codes, config, noqa. Through click's CliRunner in this
+process (`run_cli`), the command the console script runs; through a process of its own where
+only a real process shows it: the console script's exit, Ctrl-C, a worker pool, a file-size
+limit, binary standard input."""
 import json
 import os
 import resource
@@ -247,7 +250,7 @@ def test_rule_crash_is_isolated(tmp_path, monkeypatch):
     assert "internal error in rule CL003" in findings[1].message
 
 
-# --- standard input (issue 17, items 1 and 2) ------------------------------------------------
+# --- standard input: linted as the file --stdin-filename names, with its settings -------------
 
 STDIN_FILES = ["notebooks/keras_fit_tutorial.ipynb", "notebooks/actor_critic_tutorial.ipynb",
                "configs/keras_serialized.yaml", "configs/sweep.json", "configs/training.toml",
@@ -338,7 +341,7 @@ def test_stdin_findings_are_sorted_by_position(tmp_path, run_cli):
     assert piped == run_cli("t.py").stdout.splitlines()[:-2]
 
 
-# --- writing the report (item 3) -------------------------------------------------------------
+# --- a report file that cannot be written: one line, exit 2, nothing left behind --------------
 
 def _leftovers(root):
     return sorted(str(p.relative_to(root)) for p in root.rglob(".cliplint-*"))
@@ -371,7 +374,7 @@ def test_output_file_on_a_full_disk_leaves_nothing_behind(tmp_path):
     assert not (tmp_path / "report.json").exists() and _leftovers(tmp_path) == []
 
 
-# --- Ctrl-C (item 4) -------------------------------------------------------------------------
+# --- Ctrl-C: exit 130, no traceback, workers and temporary files gone -------------------------
 
 def _stat(pid):
     """(state, parent pid) from /proc, or None once the process is gone."""
@@ -469,7 +472,26 @@ def test_ctrl_c_during_a_parallel_run_stops_it_at_once(tmp_path, whole_group):
     assert not (tmp_path / "r.txt").exists() and _leftovers(tmp_path) == []
 
 
-# --- a mistyped command (item 5) -------------------------------------------------------------
+# --- the console script ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("files, args, code", [({"ok.py": GOOD}, ["ok.py"], 0), ({"a.py": BAD}, ["a.py"], 1),
+                                               ({}, ["--select", "CL999", "."], 2)])
+def test_the_console_script_exits_with_the_commands_code(tmp_path, files, args, code):
+    """The installed `cliplint` exits where no command does (without interpreter teardown): with
+    the code the command returned, its report written out whole first."""
+    for name, text in files.items():
+        write(tmp_path, name, text)
+    script = Path(sys.executable).with_name("cliplint")
+    result = subprocess.run([str(script), "--output-format", "json", "--no-cache", *args], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == code, result.stderr
+    if code < 2:
+        assert len(json.loads(result.stdout)) == 2 * code  # BAD holds two findings
+    else:
+        assert result.stdout == "" and "unknown rule selector 'CL999'" in result.stderr
+
+
+# --- a mistyped command is a usage error, not a missing path ----------------------------------
 
 @pytest.mark.parametrize("typed, meant", [("chek", "check"), ("rule", "rules"), ("explian", "explain")])
 def test_a_mistyped_command_is_a_usage_error(tmp_path, run_cli, typed, meant):
@@ -490,7 +512,7 @@ def test_an_existing_path_close_to_a_command_is_linted(tmp_path, run_cli):
         assert result.returncode == 1 and f"{missing.rstrip('/')}:1:1: CL000" in result.stdout, result.stderr
 
 
-# --- rule selection, ruff's precedence (item 6) ------------------------------------------------
+# --- rule selection follows ruff's precedence across configuration and flags ------------------
 
 SELECTION = textwrap.dedent("""\
     import tensorflow as tf
@@ -550,7 +572,7 @@ def test_warnings_when_nothing_is_selected_or_the_configuration_removes_a_named_
     assert run_cli("--select", "CL003", "a.py").stderr == ""
 
 
-# --- numeric options (item 7) ------------------------------------------------------------------
+# --- numeric options: out of range (nan, inf, negative) is a usage error ----------------------
 
 @pytest.mark.parametrize("flags", [["--verify-timeout", "-1"], ["--verify-timeout", "0"],
                                    ["--verify-timeout", "nan"], ["--verify-timeout", "inf"],
@@ -570,7 +592,7 @@ def test_numeric_options_in_range_are_accepted(tmp_path, run_cli):
     assert run_cli("--verify-timeout", "1e3", "-j", "3", "a.py").returncode == 1
 
 
-# --- CL010 messages and evidence per shape (item 8) --------------------------------------------
+# --- CL010: the message and the verifier's evidence name each shape ---------------------------
 
 CL010_SHAPES = textwrap.dedent("""\
     import tensorflow as tf

@@ -1,4 +1,4 @@
-"""The guides under docs/ (issue 29): the MkDocs site builds with --strict (every internal link
+"""The guides under docs/: the MkDocs site builds with --strict (every internal link
 and anchor resolves, every page is in the nav), the README's links resolve, the configuration
 reference names every key and flag, and the examples run as shown."""
 import re

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from command import run_in_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,8 +31,7 @@ def findings(text, codes=None):
 
 
 def cliplint(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "cliplint", "--isolated", "--no-cache", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return run_in_process(["--isolated", "--no-cache", *args], cwd)
 
 
 @pytest.mark.parametrize("code,index,example", CASES, ids=[f"{c}-{i}" for c, i, _ in CASES])

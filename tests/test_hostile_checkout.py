@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from command import run_in_process
 
 from cliplint.cache import KEY_NAME, MAC_CHARS
 
@@ -44,18 +45,21 @@ class Checkout:
         path.write_text(text)
         return path
 
-    def run(self, *args: str, timeout: float = 300, last_run: bool = False):
-        """The installed command; the timeout only turns a hang into a failure, it times nothing.
+    def run(self, *args: str, last_run: bool = False, hang_possible: bool = False):
+        """The command, in this process; in a process of its own with a timeout when
+        `hang_possible` (a FIFO: the timeout only turns a hang into a failure, it times nothing).
         The entry holding the last run by file (`cache.LastRun`) is removed first unless
         `last_run`: these tests attack the files' own entries, which it would answer for."""
         if not last_run:
             for entry in self.entries(files_only=False):
                 if entry not in self.entries():
                     entry.unlink()
+        if not hang_possible:
+            return run_in_process(args, self.root, env={"XDG_CACHE_HOME": str(self.home), "CLIPLINT_CACHE_DIR": None})
         env = {**os.environ, "NO_COLOR": "1", "XDG_CACHE_HOME": str(self.home)}
         env.pop("CLIPLINT_CACHE_DIR", None)
         return subprocess.run([sys.executable, "-m", "cliplint", *args], cwd=self.root, env=env,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=300)
 
     def _outside_state(self) -> dict:
         return {str(p): (p.lstat().st_mtime_ns, p.read_bytes() if p.is_file() else None)
@@ -200,7 +204,7 @@ def test_a_fifo_planted_as_an_entry_does_not_block(checkout):
     [entry] = checkout.entries()
     entry.unlink()
     os.mkfifo(entry)
-    result = checkout.run("--output-format", "json", ".")
+    result = checkout.run("--output-format", "json", ".", hang_possible=True)
     assert result.returncode == 1 and codes(result) == ["CL004"]
 
 
@@ -368,10 +372,10 @@ def test_a_fifo_does_not_block_the_run(checkout, name):
     checkout.write("bad.py", BAD)
     os.mkfifo(checkout.root / name)
     for args in ((".",), ("--no-cache", name, "bad.py")):
-        result = checkout.run("--output-format", "json", *args)
+        result = checkout.run("--output-format", "json", *args, hang_possible=True)
         assert result.returncode == 1, result.stderr
         assert ("not a regular file" in result.stdout) and "CL004" in result.stdout
-    result = checkout.run("--fix", ".")
+    result = checkout.run("--fix", ".", hang_possible=True)
     assert result.returncode == 1 and "not a regular file" in result.stdout
     assert "log_softmax" in (checkout.root / "bad.py").read_text()
 
@@ -383,14 +387,14 @@ def test_gitignore_and_pyproject_links_to_dev_zero_or_fifos_are_not_read(checkou
     (checkout.root / "pkg" / "pyproject.toml").symlink_to("/dev/zero")
     checkout.write("fifo/bad.py", BAD)
     os.mkfifo(checkout.root / "fifo" / ".gitignore")
-    result = checkout.run("--output-format", "json", ".")
+    result = checkout.run("--output-format", "json", ".", hang_possible=True)
     assert result.returncode == 1 and codes(result) == ["CL004", "CL004"]
 
 
 def test_an_explicit_config_that_is_a_fifo_is_a_config_error(checkout):
     checkout.write("bad.py", BAD)
     os.mkfifo(checkout.root / "cliplint.toml")
-    result = checkout.run("--config", "cliplint.toml", ".")
+    result = checkout.run("--config", "cliplint.toml", ".", hang_possible=True)
     assert result.returncode == 2
     assert "cliplint.toml: cannot read: not a regular file" in result.stderr and "Traceback" not in result.stderr
 

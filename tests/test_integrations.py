@@ -258,7 +258,7 @@ def test_pre_commit_hook_with_zero_files(hook_repo):
     assert "Skipped" in result.stdout
 
 
-# --- links from one place, outputs useful without them (issue 17, item 9) ----------------------
+# --- rule links come from one place; every output is useful without them ----------------------
 
 def _project_urls():
     import tomllib  # Python 3.11+; the test extras run there
@@ -315,7 +315,7 @@ def test_text_output_says_how_to_read_about_a_rule(project, run_cli):
     assert "cliplint explain" not in run_cli("good.py", cwd=project).stdout  # nothing to explain
 
 
-# --- the README's pre-commit snippet, verbatim (item 10) ---------------------------------------
+# --- the README's pre-commit snippet works verbatim -------------------------------------------
 
 def _readme_pre_commit_snippet():
     readme = (ROOT / "README.md").read_text()

@@ -2,6 +2,7 @@
 import ast
 import json
 import re
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -95,7 +96,7 @@ def test_verify_on_a_notebook(tmp_path, run_cli):
     assert records[0]["cell"] == 2 and records[0]["verification"]["verdict"] == "confirmed"
 
 
-# --- cells read as IPython runs them (issue 20) ----------------------------------------------
+# --- cells read as IPython runs them: magics, shell escapes, automagics -----------------------
 
 ADAM = "opt = tf.keras.optimizers.Adam(clipnorm=1.0, clipvalue=0.5)"
 
@@ -152,10 +153,22 @@ def test_a_cell_only_ipython_8_dedents_is_python_too():
     assert skipped == [] and cells[0][1].lines == ["s = f(1,", "       2)", "s(3)"] and cells[0][1].shifts == [1, 1, 0]
 
 
+@pytest.fixture(scope="module")
+def ipython():
+    """IPython's shell; afterwards the process's `__main__` and hooks as they were (the shell
+    replaces `__main__` with a module a spawned child cannot be prepared from: lint.contained)."""
+    interactive = pytest.importorskip("IPython.core.interactiveshell")
+    main, hooks = sys.modules["__main__"], (sys.displayhook, sys.excepthook)
+    yield interactive.InteractiveShell.instance()
+    interactive.InteractiveShell.clear_instance()
+    sys.modules["__main__"] = main
+    sys.displayhook, sys.excepthook = hooks
+
+
 @pytest.mark.parametrize("cell,runs", IPYTHON_VERDICTS)
-def test_the_verdicts_are_ipythons_own(cell, runs):
+def test_the_verdicts_are_ipythons_own(ipython, cell, runs):
     """When IPython is installed (it is not a dependency), ask it directly."""
-    shell = pytest.importorskip("IPython.core.interactiveshell").InteractiveShell.instance()
+    shell = ipython
     shell.user_ns.clear()
     code = shell.transform_cell(cell)
     magic_body = re.match(r"get_ipython\(\)\.run_cell_magic\('time', '', (.*)\)\n\Z", code, re.S)

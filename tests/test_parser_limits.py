@@ -50,7 +50,7 @@ def by_file(records):
     return found
 
 
-ATTACKS = {  # the red team's inputs (issue 24), and where each must be refused
+ATTACKS = {  # inputs built to exhaust the parser, and the stage that must refuse each
     "not.py": ("x = " + "not " * 20_000 + "a\n", 3),
     "lambda.py": ("x = " + "lambda: " * 20_000 + "1\n", 3),
     "minus_continued.py": ("x = " + "- \\\n" * 20_000 + "1\n", 20_002),  # the deepest token

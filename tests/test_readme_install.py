@@ -1,4 +1,4 @@
-"""Every install the README documents works as written (issue 29, item 1): the Quick start
+"""Every install the README documents works as written: the Quick start
 from a clone, a built wheel, the git URL, and the GitHub Actions and GitLab CI snippets, each
 run verbatim in a fresh virtual environment. Only the repository's address is swapped for this
 checkout (committed HEAD), as the pre-commit snippet's test does.

@@ -116,8 +116,8 @@ ATTACKS = [
      "np.ma.core.builtins.__import__('resource').RLIMIT_NOFILE, (3, 3))"),
     ("ptrace_parent", 6, "",
      "np.ctypeslib.ctypes.CDLL(None).ptrace(16, np.ma.core.builtins.__import__('os').getppid(), 0, 0)"),
-    # 9. through what issue 26 admitted: the compat.v2 fold, the derived pure functions, compared
-    # strings, string-keyed subscripts (numbered with the class they belong to)
+    # 9. through what layer 1 admits so that real projects verify: the compat.v2 fold, the derived
+    # pure functions, compared strings, string-keyed subscripts (numbered with the class they belong to)
     ("compat_v2_fold_to_gfile", 2, "", "tf.compat.v2.io.gfile.GFile({m!r}, 'w').write('x')"),
     ("compat_v2_compat_v1_write_file", 2, "", "tf.compat.v2.compat.v1.write_file({m!r}, 'x')"),
     ("derived_function_globals", 1, "", "tf.math.reduce_sum.__globals__['__builtins__']['open']({m!r}, 'w')"),
@@ -199,7 +199,7 @@ VALUE_ATTACKS = [
      f"tf.layers.dense(tf.ones([1, 2]), 3, activation={config('function', spell('set_epsilon'), 'keras.config')})"),
     ("loss_built_reduction", 7, "", f"tf.keras.losses.MeanSquaredError(reduction={spell('sum_over_batch_sizes')})"),
     ("string_tensor_as_activation", 7, "", "tf.keras.layers.Dense(1, activation=tf.constant('softmax'))"),
-    # through what issue 26 admitted: a derived pure function, `.name`, IndexedSlices
+    # through what layer 1 admits for real projects: a derived pure function, `.name`, IndexedSlices
     ("derived_reshape_built_string", 7, "", f"tf.reshape({spell('secret.txt')}, [-1])"),
     ("layer_name_as_tensor", 7, "", "tf.convert_to_tensor(tf.keras.layers.Dense(1).name)"),
     ("indexed_slices_built_string", 7, "", f"tf.IndexedSlices({spell('secret.txt')}, tf.constant([0]))"),
@@ -421,9 +421,11 @@ def test_attacks_do_not_change_the_verdicts_of_ordinary_findings(layer1_on, run_
 
 
 def test_layer_2_reports_its_layers_active_here(layer1_on):
-    """On this Linux every layer is expected; a missing one is warned about once on stderr."""
-    warnings = [line for line in layer1_on["result"].stderr.splitlines() if "lock-down unavailable" in line]
-    assert len(warnings) <= 1
+    """On Linux every layer of the lock-down is expected: the run warns about none (one missing
+    would make it execute no snippet, saying which on stderr, and the benign file unverified)."""
+    assert "lock-down" not in layer1_on["result"].stderr, layer1_on["result"].stderr[-2000:]
+    benign = [r["verification"]["verdict"] for r in layer1_on["records"] if Path(r["path"]).name == "benign.py"]
+    assert benign and set(benign) == {"confirmed"}
 
 
 def test_layer_2_alone_still_contains_in_process_forgery_to_its_own_run(tmp_path_factory):
@@ -436,8 +438,9 @@ def test_layer_2_alone_still_contains_in_process_forgery_to_its_own_run(tmp_path
     assert run["processes"] == [] and list(run["scratch"].iterdir()) == []
 
 
-# Metadata of a file outside the sandbox (issue 24, item 10): the secret file (root's when the suite
-# runs as root, as CI often does) with layer 1 off, so that each call reaches the kernel.
+# The metadata of a file outside the sandbox must not change (mode, owner, times, xattrs, links):
+# the secret file (root's when the suite runs as root, as CI often does), with layer 1 off so that
+# each call reaches the kernel.
 METADATA = [
     ("chmod_setuid", 6, "import os", "os.chmod({s!r}, 0o4777)"),
     ("fchmodat2_raw", 6, "import ctypes", "ctypes.CDLL(None).syscall(452, -100, {s!r}.encode(), 0o4777, 0) or 1e-3"),

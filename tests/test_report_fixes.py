@@ -1,4 +1,4 @@
-"""Fixes in the machine outputs (issue 29), through the installed command: JSON carries each
+"""Fixes in the machine outputs, through the installed command: JSON carries each
 finding's fix as ruff's JSON does (title, applicability, edits with 1-based ranges), SARIF its
 `fixes`; the edits, applied, give what `--fix` writes."""
 import json

@@ -93,7 +93,7 @@ def _every_known_program():
             yield pytest.param(textwrap.dedent(case.source), id=f"{code}-invalid-{i}")
 
 
-@pytest.mark.parametrize("source", _every_known_program())
+@pytest.mark.parametrize("source", list(_every_known_program()))
 def test_gate_and_reduced_parse_change_no_result(source):
     """Every fixture and example: the engine (prefilter, ast gate, definitions no rule can see
     left out of the parse) finds exactly what every rule finds on the whole module."""

@@ -1,4 +1,4 @@
-"""`--verify` on TF 1-era and Keras 2 code (issue 16), against real TensorFlow: the migration shim
+"""`--verify` on TF 1-era and Keras 2 code, against real TensorFlow: the migration shim
 (compat.v1 names, the legacy Keras backend, renamed optimizer arguments, placeholder and layer
 stand-ins), role stand-ins, both Keras flavours, the verdict cache and the progress line. Every
 substitution must be listed in the verdict's assumptions, and the shim must open nothing new."""

@@ -1,4 +1,4 @@
-"""The verifier tests what the finding is about, on the code real projects write (issue 26): the
+"""The verifier tests what the finding is about, on the code real projects write: the
 file's own values, inert arguments, every spelling of pure functions, trainer classes, every rule.
 One real `cliplint --verify` run over all the programs below, with real TensorFlow."""
 import json
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("tensorflow", reason="the verifier tests need tensorflow-cpu (pip install '.[verify]')")
 
 PROGRAMS = {
-    # item 1: the flag default the finding is about, not a placeholder
+    # the flag default the finding is about, not a placeholder
     "argparse_flag.py": """\
         import argparse
         import tensorflow as tf
@@ -49,7 +49,7 @@ PROGRAMS = {
             sgd.clipnorm = config.clip_norm
             model.fit(x, y)
     """,
-    # item 4: CL007's discarded clip and the kept original
+    # CL007's discarded clip and the kept original
     "discarded.py": """\
         import tensorflow as tf
 
@@ -75,7 +75,7 @@ PROGRAMS = {
                     kept.append(g)
             opt.apply_gradients(zip(kept, model.trainable_variables))
     """,
-    # item 2: inert arguments, float("inf"), name filters, compat.v2 spellings
+    # inert arguments, float("inf"), name filters, compat.v2 spellings: still verified
     "metrics.py": """\
         import tensorflow as tf
 
@@ -112,7 +112,7 @@ PROGRAMS = {
             probs = tf.compat.v2.nn.softmax(logits)
             return -tf.reduce_sum(labels * tf.compat.v2.math.log(probs))
     """,
-    # item 3: trainer classes, Keras train_step, the model as a parameter
+    # trainer classes, Keras train_step, the model as a parameter: the model is found
     "trainer.py": """\
         import tensorflow as tf
 
@@ -176,7 +176,7 @@ def one(verified, name, code):
 
 # (file, rule, verdict, what the evidence must say)
 EVIDENCE = [
-    # item 1: the flag default / constant the finding is about, named in the evidence
+    # the flag default / constant the finding is about, named in the evidence
     ("argparse_flag.py", "CL009", "confirmed",
      "clipnorm=0 does not clip: one SGD step applied the whole gradient [3, -4] (run on the file's values: "
      "`FLAGS.clipnorm` = 0.0 (the default of its command-line flag `clipnorm`))"),
@@ -184,7 +184,7 @@ EVIDENCE = [
     ("module_constant.py", "CL009", "confirmed", "`CLIP` = -1.0 (its value in the file)"),
     # a placeholder stood in for a value the probe could not read: never "not reproduced"
     ("placeholder.py", "CL002", "inconclusive", "`config.clip_norm` = 1.0 (placeholder)"),
-    # item 4: CL007's discarded clip and its clipped copy never used
+    # CL007's discarded clip and its clipped copy never used
     ("discarded.py", "CL007", "confirmed", "left its input unchanged; afterwards `grads` holds the unclipped"),
     ("kept_original.py", "CL007", "confirmed", "afterwards `kept` holds the unclipped gradients"),
 ]

@@ -18,7 +18,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..findings import Finding
 from ..names import CLIP_OPTIONS
-from ..probes import Config, payload
+from ..probes import Config, Name, Options, payload
 from ..suppress import file_noqa, noqa_lines, suppressed
 from .readers import Tree, read_json, read_keras, read_toml, read_yaml
 
@@ -84,9 +84,9 @@ def audit(path: str, data, rules: Sequence, display: str) -> List[Finding]:
         return []
     if suffix != ".keras" and not any(token in data for token in TOKENS):
         return []
-    tree, failure = reader(display, data)
-    if failure is not None:
-        return [failure]
+    tree = reader(display, data)
+    if isinstance(tree, Finding):
+        return [tree]
     findings = list(_walk(tree, tree.root, (), None, display, rules))
     if suffix == ".keras":
         return findings
@@ -123,8 +123,8 @@ def _check(tree: Tree, mapping: dict, path, parent, name: str, display: str, rul
                           report.severity or rule.severity, report.message, probe)
 def _probe(mapping: dict, parent, name: str) -> dict:
     """The optimizer as data for the verifier: a known class and its numeric/boolean options."""
-    if parent is not None and parent.get("config") is mapping and _optimizer_name(parent.get("class_name")):
-        name = _optimizer_name(parent.get("class_name"))
+    wrapped = parent is not None and parent.get("config") is mapping
+    name = (_optimizer_name(parent.get("class_name")) if wrapped else None) or name
     options = {("learning_rate" if k == "lr" else k): v for k, v in mapping.items()
                if isinstance(k, str) and isinstance(v, (int, float)) and v == v and abs(v) != float("inf")}
-    return payload(Config(name if name != "?" else "SGD", options, name == "?"))
+    return payload(Config(Name(name if name != "?" else "SGD"), Options(options), name == "?"))

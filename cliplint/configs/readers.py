@@ -6,17 +6,13 @@ from __future__ import annotations
 import io
 import json
 import re
+import tomllib
 import zipfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Protocol, Tuple, Union
 
 import yaml
 
 from ..findings import Finding, bad_input
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore
 
 MAX_MEMBER = 16 * 1024 * 1024  # bytes of config.json read from a .keras archive, at most
 STANDARD_TAG = "tag:yaml.org,2002:"
@@ -97,41 +93,51 @@ def _convert(node, positions):
 def _check_events(text: str, kind: str) -> None:
     """Refuse what cliplint does not follow: custom tags and anchors/aliases."""
     for event in yaml.parse(text, Loader=LOADER):
-        mark = event.start_mark
         tag = getattr(event, "tag", None)
         if tag and tag not in SAFE_TAGS and tag != "!":
             raise _Problem(f"custom {kind} tag {tag!r} is not supported (cliplint loads configs safely)",
-                           mark.line + 1, mark.column + 1)
+                           *_where(event.start_mark))
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise _Problem("anchors and aliases (&name / *name) are not followed; the optimizer settings "
-                           "behind them are not audited", mark.line + 1, mark.column + 1)
+                           "behind them are not audited", *_where(event.start_mark))
 
 
-def read_yaml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+class _Mark(Protocol):
+    """A position in a YAML stream (PyYAML's pure-Python and C marks both have these)."""
+
+    line: int
+    column: int
+
+
+def _where(mark: Optional[_Mark]) -> Tuple[int, int]:
+    """A YAML mark's (line, column), 1-based; (1, 1) without one."""
+    return (mark.line + 1, mark.column + 1) if mark else (1, 1)
+
+
+def read_yaml(display: str, data: bytes) -> Union[Tree, Finding]:
     text, failure = _decode(display, data)
     failure = failure or _too_deep(display, text, "YAML", block=True)
     if failure:
-        return None, failure
+        return failure
     try:
         _check_events(text, "YAML")
         positions: Dict = {}
         documents = [_convert(node, positions) for node in yaml.compose_all(text, Loader=LOADER)]
     except _Problem as problem:
-        return None, bad_input(display, f"unsupported YAML: {problem}", problem.line, problem.column)
+        return bad_input(display, f"unsupported YAML: {problem}", problem.line, problem.column)
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        return None, bad_input(display, f"invalid YAML: {err.problem or err.context}", line, column)
+        line, column = _where(err.problem_mark or err.context_mark)
+        return bad_input(display, f"invalid YAML: {err.problem or err.context}", line, column)
     except (yaml.YAMLError, RecursionError) as err:
-        return None, bad_input(display, f"invalid YAML: {type(err).__name__}")
-    return Tree(documents[0] if len(documents) == 1 else documents, positions), None
+        return bad_input(display, f"invalid YAML: {type(err).__name__}")
+    return Tree(documents[0] if len(documents) == 1 else documents, positions)
 
 
-def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+def read_json(display: str, data: bytes) -> Union[Tree, Finding]:
     text, failure = _decode(display, data)
     failure = failure or _too_deep(display, text, "JSON")
     if failure:
-        return None, failure
+        return failure
 
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
@@ -143,14 +149,14 @@ def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Findi
     try:
         json.loads(text, object_pairs_hook=no_duplicates)
     except json.JSONDecodeError as err:
-        return None, bad_input(display, f"invalid JSON: {err.msg}", err.lineno, err.colno)
+        return bad_input(display, f"invalid JSON: {err.msg}", err.lineno, err.colno)
     except (ValueError, RecursionError) as err:
-        return None, bad_input(display, f"invalid JSON: {err}")
+        return bad_input(display, f"invalid JSON: {err}")
     try:  # JSON is YAML: the node graph gives every key's position
         positions: Dict = {}
-        return Tree(_convert(yaml.compose(text, Loader=LOADER), positions), positions), None
+        return Tree(_convert(yaml.compose(text, Loader=LOADER), positions), positions)
     except (yaml.YAMLError, _Problem, RecursionError):
-        return Tree(json.loads(text)), None
+        return Tree(json.loads(text))
 
 
 # --- TOML -----------------------------------------------------------------------------------
@@ -158,19 +164,19 @@ def read_json(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Findi
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-def read_toml(display: str, data: bytes) -> Tuple[Optional[Tree], Optional[Finding]]:
+def read_toml(display: str, data: bytes) -> Union[Tree, Finding]:
     text, failure = _decode(display, data)
     failure = failure or _too_deep(display, text, "TOML")
     if failure:
-        return None, failure
+        return failure
     try:
-        return Tree(tomllib.loads(text), text=text), None
+        return Tree(tomllib.loads(text), text=text)
     except RecursionError:  # not expected below MAX_DEPTH
-        return None, bad_input(display, "invalid TOML: nested too deeply")
+        return bad_input(display, "invalid TOML: nested too deeply")
     except tomllib.TOMLDecodeError as err:
         match = _TOML_POSITION.search(str(err))
         line, column = (int(match.group(1)), int(match.group(2))) if match else (1, 1)
-        return None, bad_input(display, f"invalid TOML: {_TOML_POSITION.sub('', str(err)).strip()}", line, column)
+        return bad_input(display, f"invalid TOML: {_TOML_POSITION.sub('', str(err)).strip()}", line, column)
 
 
 def _toml_position(text: str, path: Tuple[str, ...]) -> Tuple[int, int]:
@@ -198,32 +204,32 @@ def _toml_position(text: str, path: Tuple[str, ...]) -> Tuple[int, int]:
 
 # --- .keras archives ------------------------------------------------------------------------
 
-def read_keras(display: str, source) -> Tuple[Optional[Tree], Optional[Finding]]:
+def read_keras(display: str, source) -> Union[Tree, Finding]:
     """The archive's config.json (`source` is the archive's path or bytes): nothing is extracted,
     no weights are read, and at most MAX_MEMBER bytes are decompressed."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source)
     except (zipfile.BadZipFile, OSError, ValueError):
-        return None, bad_input(display, "not a .keras archive (not a zip file)")
+        return bad_input(display, "not a .keras archive (not a zip file)")
     with archive:
         try:
             info = archive.getinfo("config.json")
         except KeyError:
-            return None, bad_input(display, "not a .keras archive: it has no config.json")
+            return bad_input(display, "not a .keras archive: it has no config.json")
         if info.file_size > MAX_MEMBER:
-            return None, bad_input(display, f"config.json is {info.file_size:,} bytes uncompressed, above the "
+            return bad_input(display, f"config.json is {info.file_size:,} bytes uncompressed, above the "
                                             f"{MAX_MEMBER:,}-byte limit; not audited")
         try:
             with archive.open(info) as member:
                 raw = member.read(MAX_MEMBER + 1)
         except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as err:
-            return None, bad_input(display, f"cannot read config.json from the archive: {err}")
+            return bad_input(display, f"cannot read config.json from the archive: {err}")
     if len(raw) > MAX_MEMBER:
-        return None, bad_input(display, "config.json decompresses beyond the size limit; not audited")
+        return bad_input(display, "config.json decompresses beyond the size limit; not audited")
     try:
-        return Tree(json.loads(raw.decode("utf-8"))), None
+        return Tree(json.loads(raw.decode("utf-8")))
     except (ValueError, UnicodeDecodeError, RecursionError) as err:
-        return None, bad_input(display, f"the archive's config.json is not valid JSON: {err}")
+        return bad_input(display, f"the archive's config.json is not valid JSON: {err}")
 
 
 def _too_deep(display: str, text: str, kind: str, block: bool = False) -> Optional[Finding]:
@@ -248,7 +254,10 @@ def _too_deep_blocks(display: str, text: str) -> Optional[Finding]:
     """YAML's block collections: one level an indentation still open, one a `- ` before the value."""
     indents: List[int] = []
     for number, line in enumerate(text.split("\n"), 1):
-        spaces, dashes, first = _BLOCK.match(line).groups()
+        block = _BLOCK.match(line)
+        if block is None:  # not reached: every group of the pattern may be empty
+            continue
+        spaces, dashes, first = block.groups()
         if first in ("", "#"):
             continue
         while indents and indents[-1] >= len(spaces):
@@ -263,11 +272,12 @@ def _refused(display: str, kind: str, line: int) -> Finding:
     return bad_input(display, f"{kind} nested more than {MAX_DEPTH} levels deep; not audited", line)
 
 
-def _decode(display: str, data: bytes) -> Tuple[Optional[str], Optional[Finding]]:
+def _decode(display: str, data: bytes) -> Tuple[str, Optional[Finding]]:
+    """The text and None, or "" and why it cannot be read."""
     if b"\x00" in data:
-        return None, bad_input(display, "binary file (contains NUL bytes); not audited")
+        return "", bad_input(display, "binary file (contains NUL bytes); not audited")
     try:
         return data.decode("utf-8-sig"), None
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        return None, bad_input(display, f"cannot decode byte 0x{data[err.start]:02x} as UTF-8", line)
+        return "", bad_input(display, f"cannot decode byte 0x{data[err.start]:02x} as UTF-8", line)

@@ -8,7 +8,7 @@ import json
 import os
 import textwrap
 import xml.etree.ElementTree as ET
-from typing import Dict, List
+from typing import Any, Dict, List
 from urllib.parse import quote
 
 from .. import __version__
@@ -63,7 +63,9 @@ def _line_text(finding: Finding, cache: Dict[str, List[str]]) -> str:
 def sarif(findings: List[Finding], info) -> str:
     described = _rules()
     codes = sorted(described)
-    results, seen, lines = [], {}, {}
+    results: List[dict] = []
+    seen: Dict[str, int] = {}  # how many results so far have each fingerprint
+    lines: Dict[str, List[str]] = {}  # each file's lines, read once
     for finding in findings:
         fingerprint = f"{finding.code}\0{finding.path}\0{_line_text(finding, lines)}"
         digest = hashlib.sha256(fingerprint.encode()).hexdigest()[:16]
@@ -82,7 +84,7 @@ def sarif(findings: List[Finding], info) -> str:
         fixes = sarif_fixes(finding, _artifact(finding.path))
         if fixes:
             result["fixes"] = fixes
-        properties = {}
+        properties: Dict[str, Any] = {}
         if finding.cell is not None:
             properties["cell"] = finding.cell
         if finding.verification:

@@ -5,7 +5,7 @@ are parsed again, as `--fix` parses them (whole, never the reduced parse the lin
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..findings import Finding
 
@@ -43,7 +43,7 @@ def _edits(path: str, findings: Sequence[Finding]) -> Dict[Key, List[dict]]:
 
 
 def _ruff_edit(content: str, start: Tuple[int, int], end: Tuple[int, int], cell: Optional[int]) -> dict:
-    edit = {"content": content, "location": {"row": start[0], "column": start[1]},
+    edit: Dict[str, Any] = {"content": content, "location": {"row": start[0], "column": start[1]},
             "end_location": {"row": end[0], "column": end[1]}}
     if cell is not None:
         edit["cell"] = cell
@@ -63,7 +63,7 @@ def sarif_fixes(finding: Finding, artifact: dict) -> List[dict]:
     """SARIF `fixes` (§3.55): the same edits as replacements of regions of the file. A
     notebook's edits are of a cell's source, not of the .ipynb's text: not given here."""
     edits = (finding.fix or {}).get("edits") or []
-    if finding.cell is not None or not edits:
+    if finding.cell is not None or not edits or finding.fix is None:
         return []
     replacements = [{"deletedRegion": {"startLine": e["location"]["row"], "startColumn": e["location"]["column"],
                                        "endLine": e["end_location"]["row"], "endColumn": e["end_location"]["column"]},

@@ -22,8 +22,7 @@ tensors, known strings), so an admitted function never receives a file name eith
 from __future__ import annotations
 
 import inspect
-import sys
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Tuple
 
 NAMESPACES = ("", "math", "nn", "linalg")
 TOP_LEVEL_MODULES = ("math_ops", "array_ops", "clip_ops", "nn_ops", "nn_impl", "special_math_ops", "gen_math_ops",
@@ -59,8 +58,8 @@ def _takes_callable(function) -> bool:
     return any(name in CALLABLE_PARAMETERS for name in parameters)
 
 
-def _graph(tf, function) -> Optional[object]:
-    """The graph of `function` traced on float32 tensors, trying one to three arguments."""
+def _graph(tf, function) -> Optional[Any]:
+    """The tf.Graph of `function` traced on float32 tensors, trying one to three arguments."""
     x = tf.constant([[0.5, 2.0, 3.0], [1.0, 4.0, 0.25]])
     for args in ((x,), (x, x), (x, 0.5, 2.0), (x, 1), ([x, x], 1.0), (x, [-1]), (x, [1, 0]), ([x, x],),
                  ([2, 3],), ([2, 3], 0.5), ([0, 1], 3)):
@@ -130,4 +129,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import builtins
 import textwrap
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from .allowlist import (
     ATTRIBUTES,
@@ -156,8 +156,9 @@ class Rebuilder(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         called = node.func.id if isinstance(node.func, ast.Name) else None
-        if called == "float" and called not in self.bound and _float_string(node):
-            return ast.copy_location(ast.Constant(float(node.args[0].value)), node)
+        special = _float_string(node) if called == "float" and called not in self.bound else None
+        if special is not None:
+            return ast.copy_location(ast.Constant(float(special)), node)
         if called and called not in self.bound and called not in BUILTINS and hasattr(builtins, called):
             raise Refused(f"the builtin `{called}`")
         kept = [kw for kw in node.keywords if kw.arg not in DROPPED_KEYWORDS]
@@ -165,7 +166,7 @@ class Rebuilder(ast.NodeTransformer):
             if dropped not in kept:
                 self.notes.append(f"the `{dropped.arg}=` argument was dropped (it does not change the outcome)")
         node.keywords = kept
-        node = self.generic_visit(node)
+        self.generic_visit(node)  # in place
         self._legacy_keywords(node)
         return node
 
@@ -199,7 +200,7 @@ class Rebuilder(ast.NodeTransformer):
             return self._symbol(node, chain)
         if chain and chain[0] not in self.bound:
             return self._known_chain(node, chain) or self._unknown_chain(node, chain)
-        node = self.generic_visit(node)  # what it is read from first: `os.popen(...).read` names `os.popen`
+        self.generic_visit(node)  # in place; what it is read from first: `os.popen(...).read` names `os.popen`
         if node.attr not in ATTRIBUTES:
             raise Refused(f"the attribute `.{node.attr}`")
         return node
@@ -283,14 +284,16 @@ class Rebuilder(ast.NodeTransformer):
         return node
 
 
-def _float_string(call: ast.Call) -> bool:
-    """`float("inf")`: a special value spelled as a string, folded to the number."""
-    return len(call.args) == 1 and not call.keywords and isinstance(call.args[0], ast.Constant) \
-        and isinstance(call.args[0].value, str) and call.args[0].value.strip().lower() in FLOAT_STRINGS
+def _float_string(call: ast.Call) -> Optional[str]:
+    """The string of `float("inf")` (a special value spelled as a string, folded to the number), or None."""
+    if len(call.args) != 1 or call.keywords or not isinstance(call.args[0], ast.Constant):
+        return None
+    value = call.args[0].value
+    return value if isinstance(value, str) and value.strip().lower() in FLOAT_STRINGS else None
 
 
-def _chain(name: str, attributes: List[str], like: ast.AST) -> ast.AST:
-    built: ast.AST = ast.Name(name, ast.Load())
+def _chain(name: str, attributes: List[str], like: ast.AST) -> ast.expr:
+    built: Union[ast.Name, ast.Attribute] = ast.Name(name, ast.Load())
     for attribute in attributes:
         built = ast.Attribute(built, attribute, ast.Load())
     built.ctx = getattr(like, "ctx", ast.Load())

@@ -33,7 +33,7 @@ PROBES = {(rule, cls.kind): function for cls, function in RUNNERS.items() for ru
 
 
 def run(probe: dict) -> dict:
-    handler = PROBES.get((probe.get("rule"), probe.get("kind")))
+    handler = PROBES.get((str(probe.get("rule")), str(probe.get("kind"))))
     if handler is None:
         return verdict("skipped", f"no probe for {probe.get('rule')} ({probe.get('kind')})")
     Used.clear()

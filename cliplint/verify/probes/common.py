@@ -11,12 +11,13 @@ import importlib
 import inspect
 import re
 import textwrap
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Type
 
 import numpy as np
 import tensorflow as tf
 
 from ...findings import CLIP_OPTIONS  # noqa: F401 (re-exported to the probes)
+from ...probes import Probe
 from ..allowlist import BUILTINS, allowed, entry
 from ..rebuild import SYMBOL_PREFIX, check_worker_code, name_parts, stand_in_name
 from .guard import REGISTRY, Refusal, guard
@@ -71,10 +72,10 @@ TF = f"TensorFlow {tf.__version__}"
 
 # --- the probe functions, by the probe class they run (cliplint.probes) --------------------------
 
-RUNNERS: Dict[type, Callable[[dict], dict]] = {}
+RUNNERS: Dict[Type[Probe], Callable[[dict], dict]] = {}
 
 
-def runs(*classes: type) -> Callable[[Callable[[dict], dict]], Callable[[dict], dict]]:
+def runs(*classes: Type[Probe]) -> Callable[[Callable[[dict], dict]], Callable[[dict], dict]]:
     """Register a probe function for the probe classes whose prepared payloads it runs."""
     def register(function: Callable[[dict], dict]) -> Callable[[dict], dict]:
         for cls in classes:
@@ -83,7 +84,7 @@ def runs(*classes: type) -> Callable[[Callable[[dict], dict]], Callable[[dict], 
     return register
 
 
-def verdict(kind: str, evidence: str, assumptions: List[str] = (), other_flavour: bool = False) -> dict:
+def verdict(kind: str, evidence: str, assumptions: Sequence[str] = (), other_flavour: bool = False) -> dict:
     """`other_flavour`: this Keras flavour refused the code (a removed name, a legacy optimizer, an
     argument it does not know, clip options it rejects): the parent asks the other flavour too."""
     found = {"verdict": kind, "evidence": evidence, "assumptions": list(dict.fromkeys(assumptions))}
@@ -180,8 +181,8 @@ SHIMS = {"cliplint.shims.placeholder": placeholder, "cliplint.shims.dense": dens
 def _provided_kinds() -> tuple:
     """The kinds of objects the probes provide to snippets (their models, optimizers, losses,
     variables, symbolic inputs, stand-ins): a snippet may pass these to an allowlisted call."""
-    legacy = getattr(KERAS.optimizers, "legacy", None)
-    optimizers = (KERAS.optimizers.Optimizer, *([legacy.Optimizer] if hasattr(legacy, "Optimizer") else []))
+    legacy = getattr(getattr(KERAS.optimizers, "legacy", None), "Optimizer", None)
+    optimizers = (KERAS.optimizers.Optimizer, *([legacy] if legacy is not None else []))
     variable = (KERAS.Variable,) if isinstance(getattr(KERAS, "Variable", None), type) else ()
     return (StandIn, KERAS.layers.Layer, KERAS.losses.Loss, type(KERAS.Input(shape=(1,))), *optimizers, *variable)
 
@@ -216,6 +217,22 @@ def tree_of(code: str) -> ast.Module:
     return ast.parse(textwrap.dedent(code).strip())
 
 
+def expression_of(code: str) -> ast.expr:
+    """The value of a snippet's first statement: an expression statement's, or an assignment's."""
+    statement = tree_of(code).body[0]
+    if isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign)) and statement.value is not None:
+        return statement.value
+    raise ValueError(f"not an expression or an assignment: {ast.unparse(statement)[:80]}")
+
+
+def call_of(code: str) -> ast.Call:
+    """The call a snippet makes (`expression_of`): the snippets of calls the rules flagged."""
+    node = expression_of(code)
+    if not isinstance(node, ast.Call):
+        raise ValueError(f"not a call: {ast.unparse(node)[:80]}")
+    return node
+
+
 def free_names(code: str) -> Dict[str, bool]:
     """Names the snippet reads but does not bind -> whether it uses them with an attribute."""
     tree = tree_of(code)
@@ -228,7 +245,7 @@ def free_names(code: str) -> Dict[str, bool]:
 
 def namespace(snippet: dict, bound: dict, assumptions: List[str], variables=None, default=None) -> dict:
     """Allowlisted symbols, literal constants, role stand-ins, and inert stand-ins for the rest."""
-    ns = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
+    ns: Dict[str, Any] = {"__builtins__": builtins if UNCHECKED else RESTRICTED_BUILTINS,
           STAND_INS: (snippet, assumptions)}
     for name, qualified in snippet.get("symbols", {}).items():
         ns[name] = resolve(qualified) if UNCHECKED else guard(resolve(qualified), qualified)
@@ -277,7 +294,7 @@ def bound_values(ns: dict) -> dict:
     return {k: v for k, v in ns.items() if not k.startswith(("_", " "))}
 
 
-def evaluate(node: ast.AST, ns: dict):
+def evaluate(node: ast.expr, ns: dict):
     """One expression of a snippet (a call's function or argument), noting the stand-ins it uses."""
     _note_stand_ins(node, ns)
     return eval(compile(ast.Expression(node), "<snippet>", "eval"), ns)
@@ -322,8 +339,8 @@ def bound_name(text: str) -> str:
 def bind_expression(text: Optional[str], value, bound: dict, assumptions: List[str], variables=None) -> None:
     """Bind the expression `text` to `value`: a name, or a variable list read through attributes
     (`model.trainable_variables`, `self.model.trainable_variables`): stand-ins along the chain."""
-    chain = name_parts(tree_of(text).body[0].value) if text else None
-    if not chain:
+    chain = name_parts(expression_of(text)) if text else None
+    if not chain or text is None:
         return
     if len(chain) == 1:
         bound[chain[0]] = value

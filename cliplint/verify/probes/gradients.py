@@ -16,6 +16,7 @@ from .common import (
     bind_expression,
     bound_name,
     bound_values,
+    call_of,
     evaluate,
     execute,
     flat,
@@ -52,9 +53,11 @@ def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
 
 
 def _clip_threshold(clip: dict, ns: dict) -> float:
-    call = tree_of(clip["code"]).body[0].value
+    call = call_of(clip["code"])
     threshold = next((kw.value for kw in call.keywords if kw.arg == "clip_norm"),
                      call.args[1] if len(call.args) > 1 else None)
+    if threshold is None:
+        raise ValueError(f"no clip_norm in {clip['code'][:80]}")
     return float(evaluate(threshold, ns))
 
 

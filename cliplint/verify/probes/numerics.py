@@ -23,9 +23,11 @@ from .common import (
     TF,
     MissingSymbol,
     as_written,
+    call_of,
     dense,
     evaluate,
     execute,
+    expression_of,
     free_names,
     namespace,
     quoted,
@@ -73,7 +75,7 @@ def _probabilities(probe: dict, logits, assumptions: List[str]):
     if source is None:
         assumptions.append(f"the {kind} output is stood in by the {kind} of stand-in logits")
         return STAND_IN_LOGITS[probe["kind"]][1](logits)
-    call = tree_of(source["code"]).body[0].value
+    call = call_of(source["code"])
     ns = namespace(source, {}, assumptions, default=PLACEHOLDER)  # its input is replaced: no assumption
     function = evaluate(call.func, ns)
     activation = _layer_activation(function, call, ns)
@@ -138,7 +140,7 @@ def _log_value(probe: dict, logits, assumptions: List[str]):
     probabilities = _probabilities(probe, logits, assumptions)
     tree = tree_of(log["code"])
     if probe.get("source") is not None:
-        replacer = _Replace(tree_of(probe["source"]["code"]).body[0].value)
+        replacer = _Replace(expression_of(probe["source"]["code"]))
         tree = ast.fix_missing_locations(replacer.visit(tree))
         if replacer.found:
             code = ast.unparse(tree)
@@ -198,7 +200,7 @@ def probe_numerics(probe: dict) -> dict:
     """The removed numerics check, called by the probe itself without arguments (it takes none):
     judged by the exception's type, never by what the user's arguments could make it say."""
     call = probe["call"]
-    function_code = ast.unparse(tree_of(call["code"]).body[0].value.func)
+    function_code = ast.unparse(call_of(call["code"]).func)
     try:
         check = execute(function_code, namespace({**call, "code": function_code}, {}, []))
     except MissingSymbol as err:  # the worker's own message: the symbol is not in this TensorFlow

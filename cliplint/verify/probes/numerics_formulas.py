@@ -25,7 +25,7 @@ from ...probes import (
     UnstableSoftmax,
     WhereGradient,
 )
-from .common import FLAVOUR, KERAS, TF, as_written, execute, namespace, runs, shown, tree_of, verdict
+from .common import FLAVOUR, KERAS, TF, as_written, execute, expression_of, namespace, runs, shown, tree_of, verdict
 
 # kind -> (stand-in input, what it is, the stable form run on it, its name)
 STAND_INS = {
@@ -61,8 +61,8 @@ class _Bind(ast.NodeTransformer):
 
 def _bound_code(probe: dict, field: str) -> Tuple[str, int]:
     """A snippet's code with the inputs replaced by the probe's names, and how many were."""
-    targets = [(ast.dump(tree_of(s["code"]).body[0].value), INPUT) for s in probe.get("inputs") or () if s]
-    targets += [(ast.dump(tree_of(s["code"]).body[0].value), EXP_INPUT) for s in probe.get("exp_inputs") or () if s]
+    targets = [(ast.dump(expression_of(s["code"])), INPUT) for s in probe.get("inputs") or () if s]
+    targets += [(ast.dump(expression_of(s["code"])), EXP_INPUT) for s in probe.get("exp_inputs") or () if s]
     tree = tree_of(probe[field]["code"])
     binder = _Bind(targets)
     tree = ast.fix_missing_locations(binder.visit(tree))
@@ -172,7 +172,7 @@ def probe_single_unit(probe: dict) -> dict:
     assumptions = [f"inputs {shown(inputs)} (four examples of two features)"]
     layer = execute(probe["layer"]["code"], namespace(probe["layer"], {}, assumptions)) if probe.get("layer") else None
     if isinstance(layer, KERAS.layers.Layer):
-        written = as_written(tree_of(probe["layer"]["code"]).body[0].value, probe["layer"])
+        written = as_written(expression_of(probe["layer"]["code"]), probe["layer"])
         out, used = np.asarray(layer(inputs)), f"your layer `{written}`"
     else:
         assumptions.append("the softmax is applied to the one unit's values (the inputs' first column)")

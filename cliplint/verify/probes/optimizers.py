@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,26 +29,27 @@ from .common import (
     SHIMS,
     TF,
     StandIn,
+    call_of,
     evaluate,
     execute,
+    expression_of,
     free_names,
     kind_of,
     namespace,
     quoted,
     runs,
     shown,
-    tree_of,
     verdict,
 )
 from .guard import unwrapped
 
 # --- CL001 ----------------------------------------------------------------------------------
 
-def one_step_update(optimizer) -> Dict[str, float]:
+def one_step_update(optimizer) -> Tuple[Dict[str, float], np.ndarray]:
     """The clip options that are set on `optimizer`, replayed on SGD(learning_rate=1.0), and the
     update one step makes for the gradient [3, -4]."""
-    options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
-    options = {k: v for k, v in options.items() if v is not None}
+    set_options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
+    options: Dict[str, float] = {k: v for k, v in set_options.items() if v is not None}
     legacy = "legacy" in type(optimizer).__module__ or "optimizer_v2" in type(optimizer).__module__
     sgd = (KERAS.optimizers.legacy.SGD if legacy else KERAS.optimizers.SGD)(learning_rate=1.0)
     for option, value in options.items():
@@ -111,7 +112,7 @@ def clip_options_raise(call: dict, ns: dict) -> Optional[str]:
     judged by the probe's own build of `Class(clipnorm=.., ...)` from the numbers the call gives
     (never by the text of the user's exception, which can echo any value of the snippet). The
     evidence, or None."""
-    tree = tree_of(call["code"]).body[0].value
+    tree = call_of(call["code"])
     if not isinstance(tree, ast.Call):
         return None
     cls = unwrapped(evaluate(tree.func, ns))
@@ -174,17 +175,19 @@ def _weight(model) -> float:
 def _compile_names(compile_snippet: dict):
     """(model expression, optimizer name or None) of a `model.compile(...)` call (never run: layer 1
     made its `model.compile` a stand-in, whose text says which model it is)."""
-    call = tree_of(compile_snippet["code"]).body[0].value
+    call = call_of(compile_snippet["code"])
     function = call.func
     if isinstance(function, ast.Name) and function.id in compile_snippet.get("stand_ins", {}):
-        function = tree_of(compile_snippet["stand_ins"][function.id]).body[0].value
+        function = expression_of(compile_snippet["stand_ins"][function.id])
+    if not isinstance(function, ast.Attribute):
+        raise ValueError(f"not a method call: {ast.unparse(function)[:80]}")
     model = ast.unparse(function.value)
     optimizer = next((kw.value for kw in call.keywords if kw.arg == "optimizer"), call.args[0] if call.args else None)
     return model, optimizer.id if isinstance(optimizer, ast.Name) else None
 
 
 def _bind_model(expression: str, model, bound: dict, assumptions: List[str]) -> None:
-    node = tree_of(expression).body[0].value
+    node = expression_of(expression)
     if isinstance(node, ast.Name):
         bound[node.id] = model
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -273,7 +276,7 @@ def probe_threshold(probe: dict) -> dict:
         options = {k: getattr(optimizer, k, None) for k in CLIP_OPTIONS}
         described = ", ".join(f"{k}={v:g}" for k, v in options.items() if v is not None)
         return judge_threshold(optimizer, described, assumptions)
-    tree = tree_of(call["code"]).body[0].value
+    tree = call_of(call["code"])
     before, whose = _clipped_tensor(probe, call, tree, assumptions)
     stand_in = [before] if "global_norm" in call["code"] else before
     tensor = tree.args[0] if tree.args else None
