@@ -5,7 +5,7 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import Callable, FrozenSet, NamedTuple, Optional, Tuple
+from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -28,7 +28,11 @@ from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
-# TensorArray methods that read back what `write` stored.
+# A linear layer's output is logits (`_logits`): matrix products, a bias added, layers without activation.
+MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
+                     "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
+BIAS_ADDS = frozenset({"tensorflow.nn.bias_add", "tensorflow.add", "tensorflow.math.add"})
+LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.EinsumDense"})
 
 
 class Source(NamedTuple):
@@ -206,6 +210,8 @@ class Probabilities:
                 return inner._replace(kind="1-sigmoid", padded=inner.padded or left_value != 1)
             return None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
+            if self._logits(left) or self._logits(right):  # g * linear_head: a gated mixture of logits
+                return None
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
         if isinstance(expr.operator, cst.Divide):
             written = handwritten(flow, expr)
@@ -213,6 +219,26 @@ class Probabilities:
                 return Source(written, expr, padded)
             return self.probability(left, seen, padded)  # p / sum(p), (p1 + p2) / 2: still probabilities
         return None
+
+    def _logits(self, expr: cst.BaseExpression) -> bool:
+        """A linear layer's output, held through any carrier: a matrix product (plus a bias), or
+        a layer without an activation applied (`Dense(n)(h)`)."""
+        def linear(value: cst.BaseExpression) -> Optional[bool]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
+                return True
+            if isinstance(value, cst.Call) and self.ctx.call_name(value) in MATMULS:
+                return True
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Call) \
+                    and self.ctx.call_name(value.func) in LINEAR_LAYERS and not activation_of(self.flow, value.func):
+                return True
+            return None
+
+        def bias_added(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+                return [value.left, value.right]
+            return [value.args[0].value] if isinstance(value, cst.Call) and value.args \
+                and self.ctx.call_name(value) in BIAS_ADDS else []
+        return bool(trace(self.flow, expr, linear, bias_added))
 
     @staticmethod
     def _small_name(expr) -> bool:
@@ -377,13 +403,18 @@ class Probabilities:
                 return Source(kind, last, padded)
         return None
 
+    def _bound_by(self, use: cst.Name, assign: cst.Assign) -> bool:
+        binding = self.flow.binding_of(use)
+        return binding is not None and binding.owner is assign
+
     def _last_added(self, sequential: cst.Call) -> Optional[cst.BaseExpression]:
         parent = self.ctx.parent.get(sequential)
         if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
                 and isinstance(parent.targets[0].target, cst.Name)):
             return None
         name = parent.targets[0].target.value
-        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent)]
+        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent)
+                 if self._bound_by(use, parent)]  # adds to this model, not to one the name is rebound to
         added = [a for a in above if isinstance(a, cst.Attribute) and a.attr.value == "add"]
         calls = [c for c in (self.ctx.parent.get(a) for a in added) if isinstance(c, cst.Call) and c.args]
         return calls[-1].args[0].value if calls else None

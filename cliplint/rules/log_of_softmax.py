@@ -259,9 +259,13 @@ class LogOfSoftmax(Rule):
         return isinstance(argument, cst.Arg) and ctx.call_name(ctx.parent.get(argument)) in SAMPLERS
 
     def _feeds_sampling(self, ctx: Context, call: cst.Call) -> bool:
+        """The log is only sampled from, itself or scaled (`log(p) / temperature`)."""
+        value: cst.CSTNode = call
         parent = ctx.parent.get(call)
+        while isinstance(parent, (cst.BinaryOperation, cst.UnaryOperation)):  # a temperature, a sign
+            value, parent = parent, ctx.parent.get(parent)
         if isinstance(parent, cst.Arg):
-            return self._sampler_given(ctx, call)
+            return self._sampler_given(ctx, value)
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
                 and isinstance(parent.targets[0].target, cst.Name):
             uses = ctx.flow.uses_after(parent.targets[0].target.value, parent)

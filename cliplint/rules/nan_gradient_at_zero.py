@@ -1,13 +1,14 @@
 """CL014 nan-gradient-at-zero."""
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, List, Optional
 
 import libcst as cst
 
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
+from ..flow.carriers import trace
 from ..flow.formulas import (
     DIVIDES,
     NORMS,
@@ -30,6 +31,10 @@ from ..names import SUMS
 from ..probes import NormAtZero
 from . import Invalid, Rule
 
+MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
+# Functions that are zero where their input is, with a gradient there that does not cancel NaN.
+ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
+                          "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
@@ -146,9 +151,18 @@ class NanGradientAtZero(Rule):
     @staticmethod
     def _summed_squares(ctx: Context, expr):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
-        `reduce_sum(squared_difference(a, b))`: no epsilon added (names followed)."""
-        total = ctx.flow.value_of(expr) if expr is not None else None
-        if not (isinstance(total, cst.Call) and ctx.call_name(total) in SUMS and total.args):
+        `reduce_sum(squared_difference(a, b))`, or a mean of them (an RMSE), through every carrier and
+        what keeps a zero zero (`relu`, `maximum(x, 0)`): no epsilon added."""
+        def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
+            return value if isinstance(value, cst.Call) and ctx.call_name(value) in SUMS | MEANS and value.args \
+                else None
+
+        def keeps_zero(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+            if isinstance(value, cst.Call) and ctx.call_name(value) in ZERO_KEEPING and value.args:
+                return [value.args[0].value]
+            return []
+        total = trace(ctx.flow, expr, reduced, keeps_zero)
+        if total is None:
             return None
         squared = ctx.flow.value_of(total.args[0].value)
         if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARED_DIFFERENCES:

@@ -141,11 +141,16 @@ class WhereNanGradient(Rule):
         compared = self._compared(ctx, where.args[0].value)
         if compared is None or away_from_zero(ctx.flow, compared):
             return None
-        for branch in (where.args[1].value, where.args[2].value):
+        cond = where.args[0].value
+        for selected, branch in ((True, where.args[1].value), (False, where.args[2].value)):
             found = self._singular(ctx, branch, compared)
             # made of labels, masks and shapes alone, the branch has no gradient to spoil
-            if found is not None and not only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
-                singular, x, held = found
+            if found is None or only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
+                continue
+            singular, x, held = found
+            points = (-1.0, 1.0) if ctx.call_name(singular) in ARC_FUNCTIONS else (0.0,)
+            # the branch must be the one the condition leaves out where `f` is singular
+            if any(_holds_at(ctx, cond, point) is not selected for point in points):
                 return singular, x, compared, held
         return None
 
@@ -223,3 +228,30 @@ class WhereNanGradient(Rule):
                                                  cst.Arg(cst.Float(value))))
         return Fix(f"guard the input: `{ctx.text(guarded)}` (the double where)", SAFE, ((x, guarded),))
 
+
+COMPARE = {cst.LessThan: "less", cst.LessThanEqual: "less_equal", cst.GreaterThan: "greater",
+           cst.GreaterThanEqual: "greater_equal", cst.Equal: "equal", cst.NotEqual: "not_equal"}
+HOLDS = {"less": lambda a, b: a < b, "less_equal": lambda a, b: a <= b, "greater": lambda a, b: a > b,
+         "greater_equal": lambda a, b: a >= b, "equal": lambda a, b: a == b, "not_equal": lambda a, b: a != b}
+
+
+def _holds_at(ctx: Context, cond, point: float) -> Optional[bool]:
+    """The condition's value where the compared input is `point` (`x < 1` at 0: True), or None
+    when it is not a comparison of the input with a number."""
+    cond = ctx.flow.value_of(cond)
+    if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
+        op = COMPARE.get(type(cond.comparisons[0].operator))
+        left, right = cond.left, cond.comparisons[0].comparator
+    elif isinstance(cond, cst.Call) and len(cond.args) >= 2:
+        op = (ctx.call_name(cond) or "").rsplit(".", 1)[-1]
+        left, right = cond.args[0].value, cond.args[1].value
+    else:
+        return None
+    low, high = ctx.flow.constant(left), ctx.flow.constant(right)
+    if op not in HOLDS:
+        return None
+    if isinstance(high, (int, float)) and not isinstance(high, bool):
+        return HOLDS[op](point, high)
+    if isinstance(low, (int, float)) and not isinstance(low, bool):
+        return HOLDS[op](low, point)
+    return None
