@@ -34,6 +34,9 @@ class CallSummaries:
             if isinstance(lam, cst.Lambda):
                 return lam
         if isinstance(func, cst.Attribute):
+            binding = self.binding_of(func)  # `models.build(...)`: a function of a project module
+            if binding is not None and binding.kind == "def":
+                return binding.owner
             cls = self.class_of(func.value)
             return self.method_named(cls, func.attr.value) if cls is not None else None
         instance = self.class_of(func) if isinstance(func, (cst.Name, cst.Call)) else None
@@ -50,11 +53,12 @@ class CallSummaries:
             method = self.method_of(expr)
             if method is not None and method[0].params.params and method[0].params.params[0].name.value == expr.value:
                 return method[1]
+        if isinstance(expr, (cst.Name, cst.Attribute)):  # also `models.Agent`, of a project module
             binding = self.binding_of(expr)
             if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
                 return binding.owner
         value = self.value_of(expr)
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
+        if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):  # Agent(...)
             return self.class_of(value.func, depth + 1)
         return None
 
@@ -146,7 +150,9 @@ class CallSummaries:
         text = text if len(text) <= 60 else text[:57] + "..."
         scope = self.scope_of(call)
         where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
-        return f"`{text}`{where}"
+        defined_at = getattr(self.ctx, "defined_at", None)  # a function of another project module
+        elsewhere = defined_at(self.callee(call)) if defined_at is not None else None
+        return f"`{text}`{where}" + (f", which runs {elsewhere}" if elsewhere else "")
 
     def not_taken(self, node: cst.CSTNode, function: cst.FunctionDef, call: cst.Call) -> bool:
         """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with

@@ -1,0 +1,223 @@
+"""Pass 2: a file's dataflow follows its imports into the summaries of the modules it imports.
+
+Each summary's code is parsed once per process into a small libcst module, numbered in a range
+of its own (above any file's), so that its nodes sort after the file's and never collide with
+them. `Linked` is the `ModuleIndex` the file's `Flow` reads: the file's nodes and the summaries'
+(the bindings, calls and returns of both), with the file's parents and source order extended by
+the summaries'. The rules still visit only the file's own nodes (`Context.nodes`), so findings
+are only ever in the file linted. The flow asks two questions of it (duck-typed: `flow/` does
+not import this package): `imported(module, dotted)`, the summary module and name a name
+imported from the project refers to, and `defined_at(node)`, where a summary's definition is.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Set, Tuple, Type
+
+import libcst as cst
+
+from ..names import ImportTable
+from .resolve import Entry, submodule
+from .roots import dotted
+from .session import Imported
+
+FIRST = 1 << 40  # summaries are numbered from here, each in a range of SPAN numbers
+SPAN = 1 << 26
+_parsed: Dict[str, Tuple[cst.Module, object, ImportTable]] = {}  # summary hash -> parsed and indexed
+
+
+def _parse(summary: dict):
+    """The summary's code, parsed and indexed once per process (None when it has none)."""
+    digest = summary["hash"]
+    if digest not in _parsed:
+        from ..analysis import _CONFIG, TreeIndex  # libcst's parser: only for a file that is parsed too
+
+        try:
+            module = cst.parse_module(summary["code"], config=_CONFIG)
+        except (cst.ParserSyntaxError, RecursionError, MemoryError):
+            _parsed[digest] = None  # type: ignore[assignment]
+            return None
+        index = TreeIndex(module, first=FIRST + len(_parsed) * SPAN)
+        table = ImportTable()
+        for node in index.by_type.get(cst.Import, []) + index.by_type.get(cst.ImportFrom, []):
+            table.add(node)
+        _parsed[digest] = (module, index, table)
+    return _parsed[digest]
+
+
+class LinkedImports(ImportTable):
+    """The file's import table, except for a summary's nodes: each is qualified by its own
+    module's imports (`tf` may be `tensorflow.compat.v1` there)."""
+
+    def __init__(self, own: ImportTable, foreign: Dict[cst.CSTNode, ImportTable]) -> None:
+        super().__init__()
+        self.aliases = own.aliases
+        self._foreign = foreign
+
+    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        head = node
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        table = self._foreign.get(head)
+        return table.qualify(node) if table is not None else super().qualify(node)
+
+
+class Linked:
+    """The file's index with the summaries it imports (see the module's docstring)."""
+
+    def __init__(self, ctx, imported: Imported, parts: List[Tuple[str, dict, cst.Module, object]]) -> None:
+        self.ctx = ctx
+        self.module = ctx.module
+        self._parts = parts  # (module file, summary, parsed module, index), in numbering order
+        self._by_ref = {ref: module for ref, _, module, _ in parts}
+        self._tables: Dict[cst.CSTNode, Tuple[Dict[str, Entry], List[str]]] = {
+            ctx.module: (imported.entries, imported.stars)}
+        for _, summary, module, _ in parts:
+            self._tables[module] = ({name: tuple(entry) for name, entry in summary["imports"].items()},
+                                    summary["stars"])
+        self._summaries = imported.summaries
+        self._by_type: Dict[type, List[cst.CSTNode]] = {}
+
+    # --- ModuleIndex: the file's, with the summaries' nodes ---------------------------------
+
+    @property
+    def imports(self) -> ImportTable:
+        return self.ctx.imports
+
+    @property
+    def parent(self):
+        return self.ctx.parent
+
+    @property
+    def pre(self):
+        return self.ctx.pre
+
+    @property
+    def post(self):
+        return self.ctx.post
+
+    def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
+        found: List[cst.CSTNode] = []
+        for kind in types:
+            if kind not in self._by_type:
+                self._by_type[kind] = list(self.ctx.nodes(kind)) + [
+                    node for _, _, _, index in self._parts for node in index.by_type.get(kind, [])]
+            found += self._by_type[kind]
+        return found if len(types) == 1 else sorted(found, key=self.pre.__getitem__)
+
+    def ancestors(self, node: cst.CSTNode):
+        return self.ctx.ancestors(node)
+
+    def encloses(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        return self.ctx.encloses(outer, inner)
+
+    def qualify(self, expr: cst.BaseExpression) -> Optional[str]:
+        return self.ctx.qualify(expr)
+
+    def call_name(self, node: cst.CSTNode) -> Optional[str]:
+        return self.ctx.call_name(node)
+
+    def text(self, node: cst.CSTNode) -> str:
+        return self.ctx.text(node)
+
+    # --- what the flow asks ------------------------------------------------------------------
+
+    def imported(self, module: cst.CSTNode, name: str) -> Optional[Tuple[cst.Module, str]]:
+        """The summary module, and the name in it, that `name` (dotted: `models.build`) means in
+        `module` (the file's or a summary's) through the project's imports; None when it is not
+        a definition of a module that was summarised."""
+        table = self._tables.get(module)
+        if table is None:
+            return None
+        head, *rest = name.split(".")
+        seen: Set[Tuple[str, str]] = set()
+        target = self._entry(table, head, seen)
+        for part in rest:
+            if target is None or target[0] != "module":
+                return None
+            target = self._find(target[1], part, seen)
+        if target is None or target[0] != "def" or target[1] not in self._by_ref:
+            return None
+        return self._by_ref[target[1]], target[2]
+
+    def _entry(self, table, name: str, seen) -> Optional[Entry]:
+        entries, stars = table
+        if name in entries:
+            return self._follow(entries[name], seen)
+        for ref in stars:
+            summary = self._summaries.get(ref)
+            if summary is not None and name in summary["public"]:
+                found = self._find(ref, name, seen)
+                if found is not None:
+                    return found
+        return None
+
+    def _follow(self, entry: Entry, seen) -> Optional[Entry]:
+        return entry if entry[0] == "module" else self._find(entry[1], entry[2], seen)
+
+    def _find(self, ref: str, name: str, seen: Set[Tuple[str, str]]) -> Optional[Entry]:
+        """`name` in the module `ref`: its definition, what it re-exports (an `__init__`'s
+        `from .models import build`), a star import's, or a submodule. A cycle of re-exports
+        ends at a name seen before."""
+        if (ref, name) in seen or len(seen) > 64:
+            return None
+        seen.add((ref, name))
+        summary = self._summaries.get(ref)
+        if summary is not None:
+            if name in summary["defined"]:
+                return ("def", ref, name)
+            found = self._entry(({n: tuple(e) for n, e in summary["imports"].items()}, summary["stars"]),
+                                name, seen)
+            if found is not None:
+                return found
+        sub = submodule(ref, name)
+        return ("module", sub) if sub is not None else None
+
+    def defined_at(self, node: cst.CSTNode) -> Optional[str]:
+        """"`mypkg.models.build` (src/mypkg/models.py:9)" for a summary's definition (or a
+        node in one); None for the file's own nodes."""
+        number = self.pre.get(node)
+        if number is None or number < FIRST:
+            return None
+        for ref, summary, module, index in self._parts:
+            if index.first <= number < index.first + SPAN:
+                top = node
+                while self.parent.get(top) is not None and self.parent.get(top) is not module:
+                    top = self.parent[top]
+                name = getattr(getattr(top, "name", None), "value", None)
+                if name not in summary["defined"]:
+                    return None
+                shown = os.path.relpath(ref) if not os.path.relpath(ref).startswith("..") else ref
+                return f"`{dotted(ref, _roots_of(summary))}.{name}` ({shown}:{summary['defined'][name]})"
+        return None
+
+
+def _roots_of(summary: dict) -> Tuple[str, ...]:
+    from .roots import source_roots
+
+    return source_roots(summary["path"])
+
+
+def link(ctx, imported: Imported):
+    """The `ModuleIndex` `ctx`'s flow reads: `ctx` itself when no summary has code, else the
+    file's nodes with the summaries' (`ctx`'s parents, numbers and imports are extended: copies,
+    so an editor's kept index is not changed)."""
+    parts = []
+    for ref, summary in imported.summaries.items():
+        parsed = _parse(summary) if summary["code"] else None
+        if parsed is not None:
+            parts.append((ref, summary, parsed[0], parsed[1]))
+    if not parts:
+        return ctx
+    parts.sort(key=lambda part: part[3].first)
+    ctx.parent, ctx.pre, ctx.post = dict(ctx.parent), dict(ctx.pre), dict(ctx.post)
+    foreign: Dict[cst.CSTNode, ImportTable] = {}
+    for ref, summary, module, index in parts:
+        ctx.parent.update(index.parent)
+        ctx.pre.update(index.pre)
+        ctx.post.update(index.post)
+        table = _parsed[summary["hash"]][2]
+        foreign.update((name, table) for name in index.by_type.get(cst.Name, []))
+    ctx.imports = LinkedImports(ctx.imports, foreign)
+    return Linked(ctx, imported, parts)
+

@@ -1,0 +1,185 @@
+"""A run's summaries, and what linting one file reads of them.
+
+`Project` keeps the summaries of a run (in memory, and in the cache folder's `summaries`
+store, keyed by the module's path, roots and content hash: an unchanged module is never read
+with `ast` again). `Project.reading(src)` makes the summaries the current file imports
+available to the linter (`lint.lint_text` asks `CURRENT`) and records each one it read, by
+its hash: a file's cached findings are valid while those hashes are.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+from ..files import decode_python, read_regular
+from ..settings import DEFAULT_MAX_FILE_SIZE
+from .resolve import Entry, import_map, submodule
+from .roots import source_roots
+from .summary import summarise
+
+# How far a file's imports are followed: modules loaded for one file, and import hops from it.
+# A training script imports a handful of its project's modules; keras/src's files import dozens,
+# and what they import would be most of the tree.
+MAX_MODULES = 24
+MAX_HOPS = 3
+
+Reads = Dict[str, str]  # module file -> the hash of the summary read
+
+
+class Project:
+    """The summaries of one run. `buffers(path)`: an editor's unsaved text of a file, which
+    takes precedence over the disk."""
+
+    def __init__(self, cache: Optional[str] = None, buffers: Optional[Callable[[str], Optional[str]]] = None) -> None:
+        self.cache = cache
+        self.buffers = buffers
+        self._memo: Dict[Tuple[str, Tuple[str, ...]], Optional[dict]] = {}
+
+    def __getstate__(self) -> dict:  # a pool's workers: the folder only (buffers are the editor's)
+        return {"cache": self.cache}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["cache"])  # type: ignore[misc]
+
+    def forget(self, path: str) -> None:
+        """A file changed (an editor's buffer): its summary is computed again on next need."""
+        for key in [key for key in self._memo if key[0] == path]:
+            del self._memo[key]
+
+    def summary(self, ref: str, src: Tuple[str, ...]) -> Optional[dict]:
+        """The summary of the module file `ref` (None for a namespace folder or an unreadable file)."""
+        key = (ref, src)
+        if key not in self._memo:
+            self._memo[key] = self._summary(ref, src) if ref.endswith(".py") else None
+        return self._memo[key]
+
+    def _summary(self, ref: str, src: Tuple[str, ...]) -> Optional[dict]:
+        text = self.buffers(ref) if self.buffers is not None else None
+        if text is None:
+            try:
+                text, failure = decode_python(ref, read_regular(ref, DEFAULT_MAX_FILE_SIZE))
+            except OSError:
+                return None
+            if text is None:
+                return None
+        roots = source_roots(ref, src)
+        digest = hashlib.sha256("\0".join(("summary", _fingerprint(), ref, *roots, text)).encode()).hexdigest()
+        store = self._store()
+        body = store.read(digest) if store is not None else None
+        if body:
+            try:
+                return json.loads(body)
+            except ValueError:
+                pass
+        found = summarise(ref, text, roots)
+        if store is not None:
+            store.write(digest, json.dumps(found, separators=(",", ":")).encode())
+        return found
+
+    def _store(self):
+        if self.cache is None:
+            return None
+        from ..cache import open_store
+
+        return open_store(self.cache, "summaries")[0]
+
+    def unchanged(self, reads: Reads, src: Tuple[str, ...]) -> bool:
+        """Do the modules a cached result read still summarise to what it read?"""
+        for ref, digest in reads.items():
+            found = self.summary(ref, src)
+            if found is None or found["hash"] != digest:
+                return False
+        return True
+
+    @contextmanager
+    def reading(self, src: Tuple[str, ...] = ()) -> Iterator[Reads]:
+        """While linting one file: its imports are followed, and what is read is recorded."""
+        reading = Reading(self, tuple(src))
+        token = CURRENT.set(reading)
+        try:
+            yield reading.reads
+        finally:
+            CURRENT.reset(token)
+
+
+@dataclass
+class Imported:
+    """What one file imports from its project: its own import entries and star imports, and
+    the summaries reached from them (module file -> summary)."""
+
+    path: str
+    entries: Dict[str, Entry]
+    stars: List[str]
+    summaries: Dict[str, dict]
+    words: Set[str] = field(default_factory=set)  # every word of the summaries' code (for the gate)
+    names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules
+
+
+@dataclass
+class Reading:
+    project: Project
+    src: Tuple[str, ...]
+    reads: Reads = field(default_factory=dict)
+
+    def prepare(self, path: str, tree: ast.Module) -> Optional[Imported]:
+        """The summaries the module `tree` (at `path`) imports, or None when it imports none of
+        the project's modules."""
+        entries, stars = import_map(tree.body, path, source_roots(path, self.src))
+        if not entries and not stars:
+            return None
+        summaries = self._reached([_ref_of(e) for e in entries.values()] + stars, entries)
+        imported = Imported(path, entries, stars, summaries)
+        for summary in summaries.values():
+            imported.words.update(summary["words"])
+        imported.names = set(entries) | {name for ref in stars if ref in summaries
+                                         for name in summaries[ref]["public"]}
+        return imported
+
+    def _reached(self, start: Sequence[str], entries: Dict[str, Entry]) -> Dict[str, dict]:
+        """Breadth first from the file's imports, `MAX_HOPS` deep, at most `MAX_MODULES`; a
+        module imported twice (a cycle) is read once."""
+        found: Dict[str, dict] = {}
+        level = list(dict.fromkeys(start + _submodules(entries)))
+        for _ in range(MAX_HOPS):
+            following: List[str] = []
+            for ref in level:
+                if ref in found or len(found) >= MAX_MODULES:
+                    continue
+                summary = self.project.summary(ref, self.src)
+                if summary is None:
+                    continue
+                found[ref] = summary
+                self.reads[ref] = summary["hash"]
+                imports = {name: tuple(entry) for name, entry in summary["imports"].items()}
+                following += [_ref_of(e) for e in imports.values()] + summary["stars"] + _submodules(imports)
+            level = [ref for ref in dict.fromkeys(following) if ref not in found]
+        return found
+
+
+def _ref_of(entry: Entry) -> str:
+    return entry[1]
+
+
+def _submodules(entries: Dict[str, Entry]) -> List[str]:
+    """`from pkg import models`: models may be a submodule rather than a name pkg defines."""
+    found = []
+    for entry in entries.values():
+        if entry[0] == "name":
+            ref = submodule(entry[1], entry[2])
+            if ref is not None:
+                found.append(ref)
+    return found
+
+
+def _fingerprint() -> str:
+    from ..cache import code_fingerprint
+
+    return code_fingerprint()
+
+
+CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)
