@@ -314,22 +314,27 @@ class Cache:
         digest.update(content)
         return digest.hexdigest()
 
-    def get(self, key: str) -> Optional[Tuple[List[dict], bool]]:
+    def get(self, key: str) -> Optional[Tuple[List[dict], bool, Dict[str, str]]]:
+        """(findings, crashed, reads): `reads` maps each project module whose summary the
+        result depends on to that summary's hash (the result holds while they are the same)."""
         body = self.store.read(key)
         if body is None:
             return None
         if not body:
-            return [], False  # most files: nothing found, an entry that is only its MAC
+            return [], False, {}  # most files: nothing found, an entry that is only its MAC
         try:
             entry = json.loads(body)
-            return entry["findings"], entry["crashed"]
+            return entry["findings"], entry["crashed"], dict(entry.get("reads", {}))
         except (ValueError, KeyError, TypeError):
             return None
 
-    def put(self, key: str, findings, crashed: bool) -> None:
+    def put(self, key: str, findings, crashed: bool, reads: Optional[Dict[str, str]] = None) -> None:
         body = b""
-        if findings or crashed:
-            body = json.dumps({"findings": [asdict(f) for f in findings], "crashed": crashed}).encode()
+        if findings or crashed or reads:
+            entry = {"findings": [asdict(f) for f in findings], "crashed": crashed}
+            if reads:
+                entry["reads"] = reads
+            body = json.dumps(entry).encode()
         self.store.write(key, body)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import signal
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import catalogue
 from .cache import LastRun, result_cache, stat_key
@@ -18,6 +19,7 @@ from .discovery import Target, discover, display_path, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter, untouched
+from .project.session import CURRENT, Project
 from .settings import CONFIG_SUFFIXES, Config
 
 
@@ -27,6 +29,14 @@ class RunResult:
     files: int
     crashed: bool
     warnings: List[str] = field(default_factory=list)  # for stderr: a cache that was not used, and why
+
+
+def lint_linked(target: Target, project: Project) -> Tuple[List[Finding], bool, Dict[str, str]]:
+    """`lint_target`, following the file's imports of its project's modules into `project`'s
+    summaries; also the summaries read (module file -> hash)."""
+    with project.reading(target.settings.src) as reads:
+        findings, crashed = lint_target(target)
+    return findings, crashed, reads
 
 
 def lint_target(target: Target) -> Tuple[List[Finding], bool]:
@@ -62,7 +72,8 @@ def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool
     findings, crashed = _lint_data(target.path, data, codes, shown)
     cache = result_cache(target.cache)[0] if target.cache is not None else None
     if cache is not None:
-        cache.put(cache.key(data, shown, codes), findings, crashed)
+        reading = CURRENT.get()
+        cache.put(cache.key(data, shown, codes), findings, crashed, reading.reads if reading is not None else None)
     return findings, crashed
 
 
@@ -73,8 +84,9 @@ def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
     return bad_input(shown, f"file is {size:,} bytes, above max-file-size ({settings.max_file_size:,}); not linted")
 
 
-def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
-    """The cached result for a file whose bytes, settings and cliplint have not changed."""
+def _cached(target: Target, project: Project) -> Optional[Tuple[List[Finding], bool]]:
+    """The cached result for a file whose bytes, settings and cliplint have not changed, nor
+    the summaries of the project's modules it read."""
     cache = result_cache(target.cache)[0]
     if cache is None or not _cacheable(target):
         return None
@@ -84,7 +96,7 @@ def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
         return None  # linted, which reports why
     codes = target.settings.enabled_codes(target.path)
     hit = cache.get(cache.key(data, target.display, codes))
-    if hit is None:
+    if hit is None or not project.unchanged(hit[2], target.settings.src):
         return None
     return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
 
@@ -116,6 +128,7 @@ def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
 def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str] = None) -> RunResult:
     targets = unique(discover(paths, config))
     cache, warnings = _usable_cache(cache)
+    project = Project(cache)  # the summaries of the project modules the files import (pass 1, on demand)
     results: List = [None] * len(targets)
     misses = []
     last = _last_run(cache, paths)
@@ -127,12 +140,16 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
         hit = _remembered(last, target, keys[index]) if last is not None else None
         remembered[index] = hit is not None
         if hit is None and cache is not None:
-            hit = _cached(target)
+            hit = _cached(target, project)
+            keys[index] = None if hit is not None else keys[index]  # it read summaries: no stat shortcut
         if hit is None:
             misses.append(index)
         results[index] = hit
-    for index, result in zip(misses, _map(lint_target, [targets[i] for i in misses], jobs)):
-        results[index] = result
+    linted = _map(partial(lint_linked, project=project), [targets[i] for i in misses], jobs)
+    for index, result in zip(misses, linted):
+        results[index] = result[:2]
+        if result[2]:  # its findings depend on other files: only the content cache checks those
+            keys[index] = None
     if last is not None:
         last.save(_entries(last, targets, keys, results, remembered))
     findings = [f for found, _ in results for f in found]
@@ -182,7 +199,7 @@ def _usable_cache(folder: Optional[str]) -> Tuple[Optional[str], List[str]]:
 
 
 def _map(function, targets: List[Target], jobs: int) -> List:
-    """`function` (lint_target) of each target, in a pool of `jobs` processes for many files.
+    """`function` (lint_linked) of each target, in a pool of `jobs` processes for many files.
     A worker the parser crashes (a signal) takes its pool down: the files it had not finished
     are linted again, each in a process of its own, and the one that dies gets a CL000."""
     # A pool costs ~0.1 s to start: only worth it for many files.
@@ -213,12 +230,12 @@ def _each(function, targets: List[Target]) -> List:
     return [function(target) for target in targets]
 
 
-def _alone(function, target: Target) -> Tuple[List[Finding], bool]:
-    """`function(target)` in a process of its own: CL000 when the process dies."""
+def _alone(function, target: Target) -> Tuple[List[Finding], bool, Dict[str, str]]:
+    """`function(target)` (`lint_linked`) in a process of its own: CL000 when the process dies."""
     from .lint import contained, died_parsing
 
     result, died = contained(function, target)
-    return (died_parsing(target.display, died), False) if died else result
+    return (died_parsing(target.display, died), False, {}) if died else result
 
 
 PARALLEL_MIN_FILES = 16
@@ -233,6 +250,7 @@ def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
     codes = settings.enabled_codes(filename)
     shown = display_path(filename) if filename != "-" else "-"
     oversized = _oversized(filename, len(data), settings, shown)
-    findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
+    with Project().reading(settings.src):
+        findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
     findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)
     return RunResult(findings, 1, crashed)

@@ -73,8 +73,10 @@ def lint_text(path: str, text: str, rules: Sequence, shown: str) -> Tuple[List[F
     tree = _without_gc(cpython_tree, text)  # the ast gate's; its walk also measures the nesting gate's depth
     facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
     imported = _imported(path, tree)
-    if imported is not None and facts is not None:  # a helper's words count as the file's for the gate
-        facts.words |= imported.words
+    if imported is not None and facts is not None:  # what a helper holds counts as the file's for the gate
+        from .project.session import add_gate_facts
+
+        add_gate_facts(facts, imported)
     rules = gate(facts, rules)
     if not rules:
         return [], False

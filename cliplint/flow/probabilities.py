@@ -340,8 +340,16 @@ class Probabilities:
                 continue
             found = follow(value)
             if found is not None and (call is None or not self._inside_off_branch(found.node, function, call)):
-                return found
+                return self._elsewhere(found, function, call)
         return None
+
+    def _elsewhere(self, found: Source, function: cst.CSTNode, call: Optional[cst.Call]) -> Source:
+        """`found` with the call named when `function` is another project module's (the message
+        then says where the value was made)."""
+        defined_at = getattr(self.flow.ctx, "defined_at", None)
+        if call is None or defined_at is None or not defined_at(function):
+            return found
+        return found._replace(via=(self.flow.describe_call(call),) + found.via)
 
     def _inside_off_branch(self, node, function, call) -> bool:
         return self.ctx.encloses(function, node) and self.flow.not_taken(node, function, call)

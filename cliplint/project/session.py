@@ -116,7 +116,6 @@ class Imported:
     entries: Dict[str, Entry]
     stars: List[str]
     summaries: Dict[str, dict]
-    words: Set[str] = field(default_factory=set)  # every word of the summaries' code (for the gate)
     names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules
 
 
@@ -134,8 +133,6 @@ class Reading:
             return None
         summaries = self._reached([_ref_of(e) for e in entries.values()] + stars, entries)
         imported = Imported(path, entries, stars, summaries)
-        for summary in summaries.values():
-            imported.words.update(summary["words"])
         imported.names = set(entries) | {name for ref in stars if ref in summaries
                                          for name in summaries[ref]["public"]}
         return imported
@@ -183,3 +180,39 @@ def _fingerprint() -> str:
 
 
 CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)
+
+
+_GATE_FIELDS = ("words", "stored_attributes", "none_compare", "assigned", "calls_by_name", "keyword_values",
+                "argument_callees", "statement_callees", "assignments", "single_assignments", "iterables",
+                "zipped_first", "bindings", "calls")
+_summary_facts: Dict[str, object] = {}  # summary hash -> the Facts of its code (per process)
+
+
+def add_gate_facts(facts, imported: Imported) -> None:
+    """Widen `facts` (what the rules' gates read of the file) by those of the summaries' code: a
+    gate may only skip what the engine could not report, and the engine now follows values into
+    them (a star-imported `CLIPVALUE = -1.0` is a threshold <= 0; a helper's `tape.gradient`)."""
+    from ..facts import Facts
+
+    for summary in imported.summaries.values():
+        if not summary["code"]:
+            continue
+        if summary["hash"] not in _summary_facts:
+            _summary_facts[summary["hash"]] = Facts.of(summary["code"])
+        other = _summary_facts[summary["hash"]]
+        if other is not None:
+            for name in _GATE_FIELDS:
+                _widen(facts, name, getattr(other, name))
+
+
+def _widen(facts, name: str, more) -> None:
+    mine = getattr(facts, name)
+    if isinstance(mine, bool):
+        setattr(facts, name, mine or more)
+    elif isinstance(mine, set):
+        mine |= more
+    elif isinstance(mine, list):
+        mine += more
+    elif isinstance(mine, dict):
+        for key, value in more.items():
+            mine[key] = mine[key] + value if key in mine else value

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..catalogue import TOKENS
@@ -23,7 +22,6 @@ from .resolve import import_map
 FOLLOWED = tuple(sorted({token for listed in TOKENS.values() for token in listed}
                         | {"softmax", "sigmoid", "Softmax", "exp", "gradient", "clip", "from_logits"}))
 MAX_VALUE_LINES = 5  # a module-level value longer than this is not a constant anyone folds
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -34,11 +32,11 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "imports": {}, "stars": [],
-                          "all": None, "public": [], "words": []})
+                          "all": None, "public": []})
     lines = text.splitlines(keepends=True)
     entries, stars = import_map(tree.body, path, roots)
     units = _units(tree.body)
-    kept = _followed(units, lines)
+    kept = _followed(units, lines, set(entries))
     imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
     chunks: List[Tuple[int, int]] = []  # (line in the summary's code, line in the file)
     code: List[str] = []
@@ -51,8 +49,7 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
     return _finished({
         "path": path, "code": "".join(code), "chunks": chunks, "defined": defined,
         "imports": {name: list(entry) for name, entry in entries.items()}, "stars": stars,
-        "all": _dunder_all(tree.body), "public": sorted(public),
-        "words": sorted(set(_WORD.findall("".join(code))))})
+        "all": _dunder_all(tree.body), "public": sorted(public)})
 
 
 def _finished(summary: dict) -> dict:
@@ -76,14 +73,16 @@ def _units(body: Sequence[ast.stmt]) -> Dict[str, ast.stmt]:
     return units
 
 
-def _followed(units: Dict[str, ast.stmt], lines: List[str]) -> List[str]:
-    """The units to summarise, in source order: those holding a token or a literal value, and
-    the units they name (to a fixpoint)."""
+def _followed(units: Dict[str, ast.stmt], lines: List[str], imported: Set[str]) -> List[str]:
+    """The units to summarise, in source order: those holding a token or a literal value or
+    naming what the module imports from the project (a builder may forward another module's
+    softmax), and the units they name (to a fixpoint)."""
     def segment(statement: ast.stmt) -> str:
         return "".join(lines[_first_line(statement) - 1:statement.end_lineno])
 
     kept: Set[str] = {name for name, statement in units.items()
-                      if any(token in segment(statement) for token in FOLLOWED) or _literal(statement)}
+                      if any(token in segment(statement) for token in FOLLOWED) or _literal(statement)
+                      or not imported.isdisjoint(_read_names(statement))}
     pending = list(kept)
     while pending:
         for name in _read_names(units[pending.pop()]):
