@@ -221,3 +221,19 @@ def link(ctx, imported: Imported):
     ctx.imports = LinkedImports(ctx.imports, foreign)
     return Linked(ctx, imported, parts)
 
+
+
+def link_on_demand(ctx):
+    """`link` for a caller that has only the libcst module (an editor's incremental lint): the
+    file's imports are read from its text with CPython's parser first."""
+    import ast
+
+    from .session import CURRENT
+
+    reading = CURRENT.get()
+    try:
+        tree = ast.parse(ctx.source) if reading is not None else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = None
+    imported = reading.prepare(os.path.abspath(ctx.path), tree) if tree is not None else None
+    return link(ctx, imported) if imported is not None else ctx

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
+from ..cache import code_fingerprint, open_store, stat_key
 from ..files import decode_python, read_regular
 from ..settings import DEFAULT_MAX_FILE_SIZE
 from .resolve import Entry, import_map, submodule
@@ -38,7 +39,7 @@ class Project:
     def __init__(self, cache: Optional[str] = None, buffers: Optional[Callable[[str], Optional[str]]] = None) -> None:
         self.cache = cache
         self.buffers = buffers
-        self._memo: Dict[Tuple[str, Tuple[str, ...]], Optional[dict]] = {}
+        self._memo: Dict[Tuple[str, Tuple[str, ...]], Tuple[object, Optional[dict]]] = {}
 
     def __getstate__(self) -> dict:  # a pool's workers: the folder only (buffers are the editor's)
         return {"cache": self.cache}
@@ -46,29 +47,32 @@ class Project:
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["cache"])  # type: ignore[misc]
 
-    def forget(self, path: str) -> None:
-        """A file changed (an editor's buffer): its summary is computed again on next need."""
-        for key in [key for key in self._memo if key[0] == path]:
-            del self._memo[key]
-
     def summary(self, ref: str, src: Tuple[str, ...]) -> Optional[dict]:
-        """The summary of the module file `ref` (None for a namespace folder or an unreadable file)."""
+        """The summary of the module file `ref` (None for a namespace folder or an unreadable file).
+        A run's files do not change under it; an editor's do: with `buffers`, each answer is
+        checked against the buffer's text or the file's `stat`."""
         key = (ref, src)
-        if key not in self._memo:
-            self._memo[key] = self._summary(ref, src) if ref.endswith(".py") else None
-        return self._memo[key]
+        stamp = self._stamp(ref) if self.buffers is not None else None
+        known = self._memo.get(key)
+        if known is None or known[0] != stamp:
+            known = self._memo[key] = (stamp, self._summary(ref, src) if ref.endswith(".py") else None)
+        return known[1]
+
+    def _stamp(self, ref: str) -> object:
+        text = self.buffers(ref) if self.buffers is not None else None
+        return ("buffer", text) if text is not None else ("disk", stat_key(ref))
 
     def _summary(self, ref: str, src: Tuple[str, ...]) -> Optional[dict]:
         text = self.buffers(ref) if self.buffers is not None else None
         if text is None:
             try:
-                text, failure = decode_python(ref, read_regular(ref, DEFAULT_MAX_FILE_SIZE))
+                text, _ = decode_python(ref, read_regular(ref, DEFAULT_MAX_FILE_SIZE))
             except OSError:
                 return None
             if text is None:
                 return None
         roots = source_roots(ref, src)
-        digest = hashlib.sha256("\0".join(("summary", _fingerprint(), ref, *roots, text)).encode()).hexdigest()
+        digest = hashlib.sha256("\0".join(("summary", code_fingerprint(), ref, *roots, text)).encode()).hexdigest()
         store = self._store()
         body = store.read(digest) if store is not None else None
         if body:
@@ -82,11 +86,7 @@ class Project:
         return found
 
     def _store(self):
-        if self.cache is None:
-            return None
-        from ..cache import open_store
-
-        return open_store(self.cache, "summaries")[0]
+        return open_store(self.cache, "summaries")[0] if self.cache is not None else None
 
     def unchanged(self, reads: Reads, src: Tuple[str, ...]) -> bool:
         """Do the modules a cached result read still summarise to what it read?"""
@@ -171,12 +171,6 @@ def _submodules(entries: Dict[str, Entry]) -> List[str]:
             if ref is not None:
                 found.append(ref)
     return found
-
-
-def _fingerprint() -> str:
-    from ..cache import code_fingerprint
-
-    return code_fingerprint()
 
 
 CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)

@@ -27,7 +27,8 @@ from .. import __version__
 from ..findings import UNREADABLE, Finding
 from ..settings import ConfigError
 from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
-from .documents import NOTEBOOK, Buffers, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
+from .dependents import Dependents
+from .documents import NOTEBOOK, Buffers, Part, Snapshot, WorkspaceSettings, kind_of
 from .edits import noqa_edit
 from .fixes import fix_all, quick_fixes
 from .pages import hover_text
@@ -66,6 +67,7 @@ class CliplintServer(LanguageServer):
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
         self.settings = WorkspaceSettings()  # used by the lint thread only
         self.buffers = Buffers()  # each open document's parsed statements (the lint thread's)
+        self.dependents = Dependents()  # what each lint read of the project's other modules
         self.started: Dict[str, float] = {}  # key -> when its last lint started (monotonic)
         self.debounce = DEFAULT_DEBOUNCE
         self.verifier = Verifier(DEFAULT_VERIFY_TIMEOUT)
@@ -160,7 +162,9 @@ class CliplintServer(LanguageServer):
         """Lint on the worker thread and publish, unless the document changed meanwhile."""
         self.started[snapshot.key] = time.monotonic()
         found = await asyncio.get_running_loop().run_in_executor(
-            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, False)
+            self.lint_pool, self.dependents.diagnose, snapshot, self.settings, self.buffers, False)
+        for importer in self.dependents.take_stale(snapshot.key):  # they read its old summary
+            self.schedule(importer, 0)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
         self.results[snapshot.key] = (snapshot.version, found)
@@ -200,6 +204,8 @@ class CliplintServer(LanguageServer):
         self.results.pop(key, None)
         self.started.pop(key, None)
         self.buffers.forget(key)
+        for importer in self.dependents.forget(key, self.path_of(key)):  # they read the disk's version now
+            self.schedule(importer, 0)
         for what in [entry for entry in self.computed if entry[0] == key]:
             del self.computed[what]
         self.clear(uris + list(self.cells_published.pop(key, ())))
@@ -230,7 +236,7 @@ class CliplintServer(LanguageServer):
             raise ValueError(f"{uri} changed while it was being linted; run the command again")
         loop = asyncio.get_running_loop()
         probed = await loop.run_in_executor(  # live diagnostics carry no probe: lint again with them
-            self.lint_pool, diagnose, snapshot, self.settings, self.buffers, True)
+            self.lint_pool, self.dependents.diagnose, snapshot, self.settings, self.buffers, True)
         placed = [(part_uri, f) for part_uri, findings in probed.items() for f in findings]
         token = await self._begin_progress(len(placed))
 
