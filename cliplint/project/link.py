@@ -12,12 +12,12 @@ imported from the project refers to, and `defined_at(node)`, where a summary's d
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Set, Tuple, Type
+from typing import Dict, List, Optional, Tuple, Type
 
 import libcst as cst
 
 from ..names import ImportTable
-from .resolve import Entry, submodule
+from .lookup import Lookup, Table, table_of
 from .roots import dotted
 from .session import Imported
 
@@ -70,12 +70,10 @@ class Linked:
         self.module = ctx.module
         self._parts = parts  # (module file, summary, parsed module, index), in numbering order
         self._by_ref = {ref: module for ref, _, module, _ in parts}
-        self._tables: Dict[cst.CSTNode, Tuple[Dict[str, Entry], List[str]]] = {
-            ctx.module: (imported.entries, imported.stars)}
+        self._tables: Dict[cst.CSTNode, Table] = {ctx.module: imported.table}
         for _, summary, module, _ in parts:
-            self._tables[module] = ({name: tuple(entry) for name, entry in summary["imports"].items()},
-                                    summary["stars"])
-        self._summaries = imported.summaries
+            self._tables[module] = table_of(summary)
+        self._lookup = Lookup(imported.summaries.get)
         self._by_type: Dict[type, List[cst.CSTNode]] = {}
 
     # --- ModuleIndex: the file's, with the summaries' nodes ---------------------------------
@@ -125,53 +123,14 @@ class Linked:
     def imported(self, module: cst.CSTNode, name: str) -> Optional[Tuple[cst.Module, str]]:
         """The summary module, and the name in it, that `name` (dotted: `models.build`) means in
         `module` (the file's or a summary's) through the project's imports; None when it is not
-        a definition of a module that was summarised."""
+        a definition of a module linked in."""
         table = self._tables.get(module)
-        if table is None:
-            return None
-        head, *rest = name.split(".")
-        seen: Set[Tuple[str, str]] = set()
-        target = self._entry(table, head, seen)
-        for part in rest:
-            if target is None or target[0] != "module":
-                return None
-            target = self._find(target[1], part, seen)
+        target = self._lookup.chain(table, name) if table is not None else None
         if target is None or target[0] != "def" or target[1] not in self._by_ref:
             return None
+        if name.count(".") and self._lookup.chain(table, name.rsplit(".", 1)[0]) == target:  # type: ignore[arg-type]
+            return None  # `models.Net.call`: an attribute of the definition, not the definition
         return self._by_ref[target[1]], target[2]
-
-    def _entry(self, table, name: str, seen) -> Optional[Entry]:
-        entries, stars = table
-        if name in entries:
-            return self._follow(entries[name], seen)
-        for ref in stars:
-            summary = self._summaries.get(ref)
-            if summary is not None and name in summary["public"]:
-                found = self._find(ref, name, seen)
-                if found is not None:
-                    return found
-        return None
-
-    def _follow(self, entry: Entry, seen) -> Optional[Entry]:
-        return entry if entry[0] == "module" else self._find(entry[1], entry[2], seen)
-
-    def _find(self, ref: str, name: str, seen: Set[Tuple[str, str]]) -> Optional[Entry]:
-        """`name` in the module `ref`: its definition, what it re-exports (an `__init__`'s
-        `from .models import build`), a star import's, or a submodule. A cycle of re-exports
-        ends at a name seen before."""
-        if (ref, name) in seen or len(seen) > 64:
-            return None
-        seen.add((ref, name))
-        summary = self._summaries.get(ref)
-        if summary is not None:
-            if name in summary["defined"]:
-                return ("def", ref, name)
-            found = self._entry(({n: tuple(e) for n, e in summary["imports"].items()}, summary["stars"]),
-                                name, seen)
-            if found is not None:
-                return found
-        sub = submodule(ref, name)
-        return ("module", sub) if sub is not None else None
 
     def defined_at(self, node: cst.CSTNode) -> Optional[str]:
         """"`mypkg.models.build` (src/mypkg/models.py:9)" for a summary's definition (or a
@@ -203,7 +162,8 @@ def link(ctx, imported: Imported):
     file's nodes with the summaries' (`ctx`'s parents, numbers and imports are extended: copies,
     so an editor's kept index is not changed)."""
     parts = []
-    for ref, summary in imported.summaries.items():
+    for ref in imported.linked:
+        summary = imported.summaries[ref]
         parsed = _parse(summary) if summary["code"] else None
         if parsed is not None:
             parts.append((ref, summary, parsed[0], parsed[1]))

@@ -25,14 +25,16 @@ def project_root(folder: str) -> Optional[str]:
 def source_roots(path: str, configured: Sequence[str] = ()) -> Tuple[str, ...]:
     """The folders absolute imports are looked up in, first match wins: the `src` setting's,
     the project root's `src/` (a src layout), the project root, and the module's own folder
-    (`python train.py` puts it first on `sys.path`, so a flat layout's `import models` works)."""
+    unless it is a package (`python train.py` puts a script's folder first on `sys.path`, so a
+    flat layout's `import models` works; a package's `math.py` is no `import math`)."""
     here = os.path.dirname(os.path.abspath(path))
     root = project_root(here)
     found = list(configured)
     if root is not None:
         src = os.path.join(root, "src")
         found += [src, root] if os.path.isdir(src) else [root]
-    found.append(here)
+    if not os.path.isfile(os.path.join(here, "__init__.py")):  # a package's module is imported, not run
+        found.append(here)
     return tuple(dict.fromkeys(os.path.normpath(folder) for folder in found))
 
 

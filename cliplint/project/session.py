@@ -14,19 +14,20 @@ import json
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..cache import code_fingerprint, open_store, stat_key
 from ..files import decode_python, read_regular
 from ..settings import DEFAULT_MAX_FILE_SIZE
-from .resolve import Entry, import_map, submodule
+from .lookup import Lookup, Table, table_of
+from .resolve import import_map
 from .roots import source_roots
-from .summary import summarise
+from .summary import chains, summarise
 
-# How far a file's imports are followed: modules loaded for one file, and import hops from it.
-# A training script imports a handful of its project's modules; keras/src's files import dozens,
-# and what they import would be most of the tree.
-MAX_MODULES = 24
+# How far a file's imports are followed: the modules whose code one file is linked with (those
+# defining what it uses), and the hops from a definition to what it uses in turn. A training
+# script uses a handful of its project's definitions; keras/src's files use dozens.
+MAX_MODULES = 16
 MAX_HOPS = 3
 
 Reads = Dict[str, str]  # module file -> the hash of the summary read
@@ -109,13 +110,14 @@ class Project:
 
 @dataclass
 class Imported:
-    """What one file imports from its project: its own import entries and star imports, and
-    the summaries reached from them (module file -> summary)."""
+    """What one file imports from its project: its own import table, the summaries consulted to
+    resolve its names (module file -> summary), and the modules whose code it is linked with:
+    those defining what it uses, and what their definitions use, `MAX_HOPS` deep."""
 
     path: str
-    entries: Dict[str, Entry]
-    stars: List[str]
+    table: Table
     summaries: Dict[str, dict]
+    linked: List[str]
     names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules
 
 
@@ -126,55 +128,49 @@ class Reading:
     reads: Reads = field(default_factory=dict)
 
     def prepare(self, path: str, tree: ast.Module) -> Optional[Imported]:
-        """The summaries the module `tree` (at `path`) imports, or None when it imports none of
+        """The summaries the module `tree` (at `path`) uses, or None when it imports none of
         the project's modules."""
         entries, stars = import_map(tree.body, path, source_roots(path, self.src))
         if not entries and not stars:
             return None
-        summaries = self._reached([_ref_of(e) for e in entries.values()] + stars, entries)
-        imported = Imported(path, entries, stars, summaries)
-        imported.names = set(entries) | {name for ref in stars if ref in summaries
-                                         for name in summaries[ref]["public"]}
-        return imported
+        consulted: Dict[str, dict] = {}
+        lookup = Lookup(lambda ref: self._summary(ref, consulted))
+        table: Table = (entries, stars)
+        used = {c for c in chains(tree) if stars or c.split(".")[0] in entries}
+        defined = self._definitions(lookup, [(table, c) for c in sorted(used)])
+        linked: List[str] = list(dict.fromkeys(ref for ref, _ in defined))[:MAX_MODULES]
+        heads = {c.split(".")[0] for c in used} - set(entries)
+        names = set(entries) | {head for head in heads if lookup.chain(table, head) is not None}
+        return Imported(path, table, consulted, linked, names)
 
-    def _reached(self, start: Sequence[str], entries: Dict[str, Entry]) -> Dict[str, dict]:
-        """Breadth first from the file's imports, `MAX_HOPS` deep, at most `MAX_MODULES`; a
-        module imported twice (a cycle) is read once."""
-        found: Dict[str, dict] = {}
-        level = list(dict.fromkeys(start + _submodules(entries)))
+    def _definitions(self, lookup: Lookup, wanted: List[Tuple[Table, str]]) -> List[Tuple[str, str]]:
+        """The (module, name) definitions the dotted names reach, then those their code reads,
+        breadth first, `MAX_HOPS` deep."""
+        found: Dict[Tuple[str, str], None] = {}
         for _ in range(MAX_HOPS):
-            following: List[str] = []
-            for ref in level:
-                if ref in found or len(found) >= MAX_MODULES:
+            following: List[Tuple[Table, str]] = []
+            for table, dotted in wanted:
+                target = lookup.chain(table, dotted)
+                if target is None or target[0] != "def" or (target[1], target[2]) in found:
                     continue
-                summary = self.project.summary(ref, self.src)
-                if summary is None:
-                    continue
-                found[ref] = summary
-                self.reads[ref] = summary["hash"]
-                imports = {name: tuple(entry) for name, entry in summary["imports"].items()}
-                following += [_ref_of(e) for e in imports.values()] + summary["stars"] + _submodules(imports)
-            level = [ref for ref in dict.fromkeys(following) if ref not in found]
-        return found
+                found[(target[1], target[2])] = None
+                summary = lookup.summary_of(target[1])
+                if summary is not None:
+                    following += [(table_of(summary), read) for read in summary["reads"].get(target[2], [])]
+            wanted = following
+        return list(found)
 
-
-def _ref_of(entry: Entry) -> str:
-    return entry[1]
-
-
-def _submodules(entries: Dict[str, Entry]) -> List[str]:
-    """`from pkg import models`: models may be a submodule rather than a name pkg defines."""
-    found = []
-    for entry in entries.values():
-        if entry[0] == "name":
-            ref = submodule(entry[1], entry[2])
-            if ref is not None:
-                found.append(ref)
-    return found
+    def _summary(self, ref: str, consulted: Dict[str, dict]) -> Optional[dict]:
+        if ref not in consulted:
+            summary = self.project.summary(ref, self.src)
+            if summary is None:
+                return None
+            consulted[ref] = summary
+            self.reads[ref] = summary["hash"]
+        return consulted[ref]
 
 
 CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)
-
 
 _GATE_FIELDS = ("words", "stored_attributes", "none_compare", "assigned", "calls_by_name", "keyword_values",
                 "argument_callees", "statement_callees", "assignments", "single_assignments", "iterables",
@@ -188,7 +184,7 @@ def add_gate_facts(facts, imported: Imported) -> None:
     them (a star-imported `CLIPVALUE = -1.0` is a threshold <= 0; a helper's `tape.gradient`)."""
     from ..facts import Facts
 
-    for summary in imported.summaries.values():
+    for summary in (imported.summaries[ref] for ref in imported.linked):
         if not summary["code"]:
             continue
         if summary["hash"] not in _summary_facts:

@@ -31,7 +31,7 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "imports": {}, "stars": [],
+        return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "reads": {}, "imports": {}, "stars": [],
                           "all": None, "public": []})
     lines = text.splitlines(keepends=True)
     entries, stars = import_map(tree.body, path, roots)
@@ -46,8 +46,12 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
         code += _without_docstrings(statement, lines, first)
     defined = {name: units[name].lineno for name in kept}
     public = _public(tree.body, set(units) | set(entries))
+    outside = set(entries) if not stars else None  # with a star import, any name may come from it
+    reads = {name: sorted(c for c in chains(units[name]) if c.split(".")[0] not in units
+                          and (outside is None or c.split(".")[0] in outside)) for name in kept}
     return _finished({
         "path": path, "code": "".join(code), "chunks": chunks, "defined": defined,
+        "reads": {name: found for name, found in reads.items() if found},
         "imports": {name: list(entry) for name, entry in entries.items()}, "stars": stars,
         "all": _dunder_all(tree.body), "public": sorted(public)})
 
@@ -80,12 +84,13 @@ def _followed(units: Dict[str, ast.stmt], lines: List[str], imported: Set[str]) 
     def segment(statement: ast.stmt) -> str:
         return "".join(lines[_first_line(statement) - 1:statement.end_lineno])
 
+    read = {id(statement): _read_names(statement) for statement in units.values()}
     kept: Set[str] = {name for name, statement in units.items()
                       if any(token in segment(statement) for token in FOLLOWED) or _literal(statement)
-                      or not imported.isdisjoint(_read_names(statement))}
+                      or not imported.isdisjoint(read[id(statement)])}
     pending = list(kept)
     while pending:
-        for name in _read_names(units[pending.pop()]):
+        for name in read[id(units[pending.pop()])]:
             if name in units and name not in kept:
                 kept.add(name)
                 pending.append(name)
@@ -110,6 +115,19 @@ def _read_names(statement: ast.stmt) -> Set[str]:
             found.add(node.id)
         elif isinstance(node, ast.Attribute):
             found.add(node.attr)
+    return found
+
+
+def chains(node: ast.AST) -> Set[str]:
+    """Every name and dotted name (`models.build`, and its prefix `models`) read in `node`."""
+    found: Set[str] = set()
+    for sub in ast.walk(node):
+        parts = []
+        while isinstance(sub, ast.Attribute):
+            parts.append(sub.attr)
+            sub = sub.value
+        if isinstance(sub, ast.Name):
+            found.add(".".join([sub.id, *reversed(parts)]))
     return found
 
 
