@@ -34,7 +34,7 @@ class CallSummaries:
             if isinstance(lam, cst.Lambda):
                 return lam
         if isinstance(func, cst.Attribute):
-            binding = self.binding_of(func)  # `models.build(...)`: a function of a project module
+            binding = self.imported(func)  # `models.build(...)`: a function of a project module
             if binding is not None and binding.kind == "def":
                 return binding.owner
             cls = self.class_of(func.value)
@@ -53,14 +53,23 @@ class CallSummaries:
             method = self.method_of(expr)
             if method is not None and method[0].params.params and method[0].params.params[0].name.value == expr.value:
                 return method[1]
-        if isinstance(expr, (cst.Name, cst.Attribute)):  # also `models.Agent`, of a project module
             binding = self.binding_of(expr)
             if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
                 return binding.owner
+        if isinstance(expr, cst.Attribute):  # `models.Agent`, of a project module
+            found = self._imported_class(expr)
+            if found is not None:
+                return found
         value = self.value_of(expr)
-        if isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)):  # Agent(...)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
             return self.class_of(value.func, depth + 1)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):  # models.Agent(...)
+            return self._imported_class(value.func)
         return None
+
+    def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
+        binding = self.imported(expr)
+        return binding.owner if binding is not None and isinstance(binding.owner, cst.ClassDef) else None
 
     def method_named(self, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of a class of this module, or of the nearest of its bases defined here."""

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
+from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS, dotted_name
 from .calls import CallSummaries
 from .constants import FlagDefaults
 from .nodes import COMPREHENSION_TYPES, MAX_DEPTH, SCOPE_TYPES, ModuleIndex, arg, first_numbered, target_names
@@ -213,7 +213,7 @@ class Dataflow(CallSummaries, FlagDefaults):
             bound = [b for b in self._attribute_bindings(use) if b.kind != "append"]
             at, scope = self.ctx.pre[use], self.scope_of(use)
             local = [b for b in bound if b.visible_from <= at and self.scope_of(b.owner) is scope]
-            return local[-1] if local else bound[-1] if bound else self._imported(use, self.ctx.text(use))
+            return local[-1] if local else bound[-1] if bound else self.imported(use)
         if not isinstance(use, cst.Name):
             return None
         local = self._comprehension_binding(use)
@@ -231,16 +231,17 @@ class Dataflow(CallSummaries, FlagDefaults):
                 if not innermost:  # a closure sees the enclosing scope's final binding
                     return found[-1]
             if isinstance(scope, cst.Module):
-                return self._imported(use, use.value)
+                return self.imported(use)
             scope = self.scope_of(scope)
             innermost = False
         return None
 
-    def _imported(self, use: cst.CSTNode, name: str) -> Optional[Binding]:
+    def imported(self, use: cst.CSTNode) -> Optional[Binding]:
         """The binding in another module of the project that a name (or `module.name`) imported
         from it refers to: its last top-level binding there (`project.link.Linked.imported`)."""
         imported = getattr(self.ctx, "imported", None)
-        if imported is None:
+        name = dotted_name(use) if imported is not None else None
+        if name is None:
             return None
         module = self.scope_of(use)
         while not isinstance(module, cst.Module):

@@ -23,26 +23,86 @@ from .session import Imported
 
 FIRST = 1 << 40  # summaries are numbered from here, each in a range of SPAN numbers
 SPAN = 1 << 26
-_parsed: Dict[str, Tuple[cst.Module, object, ImportTable]] = {}  # summary hash -> parsed and indexed
 
 
-def _parse(summary: dict):
-    """The summary's code, parsed and indexed once per process (None when it has none)."""
+class Part:
+    """The definitions of one summary a file is linked with, indexed: each top-level statement
+    of the summary's code has its own index (numbered once, when the summary is parsed), and
+    a part joins those of the definitions wanted, so a file pays for what it uses only."""
+
+    __slots__ = ("ref", "summary", "module", "first", "table", "parent", "pre", "post", "by_type")
+
+    def __init__(self, ref: str, summary: dict, parsed: "Parsed", names: List[str]) -> None:
+        self.ref, self.summary, self.module, self.first, self.table = ref, summary, parsed.module, parsed.first, \
+            parsed.table
+        self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {parsed.module: None}
+        self.pre: Dict[cst.CSTNode, int] = {parsed.module: parsed.first}
+        self.post: Dict[cst.CSTNode, int] = {parsed.module: parsed.first + SPAN - 1}
+        self.by_type: Dict[type, List[cst.CSTNode]] = {}
+        chosen = {id(parsed.statements[name][0]): parsed.statements[name] for name in names
+                  if name in parsed.statements}
+        for statement, index in sorted(chosen.values(), key=lambda pair: pair[1].first):
+            self.parent.update(index.parent)
+            self.parent[statement] = parsed.module
+            self.pre.update(index.pre)
+            self.post.update(index.post)
+            for kind, nodes in index.by_type.items():
+                self.by_type.setdefault(kind, []).extend(nodes)
+
+
+class Parsed:
+    """A summary's code parsed once per process: its statements, each indexed, by the names
+    they bind; its import table."""
+
+    def __init__(self, module: cst.Module, first: int) -> None:
+        from ..analysis import TreeIndex
+
+        self.module, self.first = module, first
+        self.statements: Dict[str, Tuple[cst.CSTNode, object]] = {}
+        self.table = ImportTable()
+        counter = first + 1
+        for statement in module.body:
+            index = TreeIndex(statement, first=counter)
+            counter += index.size
+            for name in _bound(statement, self.table):
+                self.statements[name] = (statement, index)
+
+
+def _bound(statement: cst.CSTNode, table: ImportTable) -> List[str]:
+    """The names a top-level statement of a summary binds (its imports go to `table`)."""
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return [statement.name.value]
+    found: List[str] = []
+    for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+        if isinstance(small, (cst.Import, cst.ImportFrom)):
+            table.add(small)
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+            [small.target] if isinstance(small, cst.AnnAssign) else []
+        found += [target.value for target in targets if isinstance(target, cst.Name)]
+    return found
+
+
+_parsed: Dict[str, Optional[Parsed]] = {}  # summary hash -> its code, parsed and indexed
+_parts: Dict[Tuple[str, Tuple[str, ...]], Part] = {}  # (summary hash, definitions) -> their part
+
+
+def _part(ref: str, summary: dict, names: List[str]) -> Optional[Part]:
+    """The part of `summary` holding `names` (parsed and joined once per process)."""
     digest = summary["hash"]
     if digest not in _parsed:
-        from ..analysis import _CONFIG, TreeIndex  # libcst's parser: only for a file that is parsed too
+        from ..analysis import _CONFIG  # libcst's parser: only for a file that is parsed too
 
         try:
-            module = cst.parse_module(summary["code"], config=_CONFIG)
+            _parsed[digest] = Parsed(cst.parse_module(summary["code"], config=_CONFIG), FIRST + len(_parsed) * SPAN)
         except (cst.ParserSyntaxError, RecursionError, MemoryError):
-            _parsed[digest] = None  # type: ignore[assignment]
-            return None
-        index = TreeIndex(module, first=FIRST + len(_parsed) * SPAN)
-        table = ImportTable()
-        for node in index.by_type.get(cst.Import, []) + index.by_type.get(cst.ImportFrom, []):
-            table.add(node)
-        _parsed[digest] = (module, index, table)
-    return _parsed[digest]
+            _parsed[digest] = None
+    parsed = _parsed[digest]
+    if parsed is None:
+        return None
+    key = (digest, tuple(names))
+    if key not in _parts:
+        _parts[key] = Part(ref, summary, parsed, names)
+    return _parts[key]
 
 
 class LinkedImports(ImportTable):
@@ -65,14 +125,14 @@ class LinkedImports(ImportTable):
 class Linked:
     """The file's index with the summaries it imports (see the module's docstring)."""
 
-    def __init__(self, ctx, imported: Imported, parts: List[Tuple[str, dict, cst.Module, object]]) -> None:
+    def __init__(self, ctx, imported: Imported, parts: List[Part]) -> None:
         self.ctx = ctx
         self.module = ctx.module
-        self._parts = parts  # (module file, summary, parsed module, index), in numbering order
-        self._by_ref = {ref: module for ref, _, module, _ in parts}
+        self._parts = parts  # in numbering order
+        self._by_ref = {part.ref: part.module for part in parts}
         self._tables: Dict[cst.CSTNode, Table] = {ctx.module: imported.table}
-        for _, summary, module, _ in parts:
-            self._tables[module] = table_of(summary)
+        for part in parts:
+            self._tables[part.module] = table_of(part.summary)
         self._lookup = Lookup(imported.summaries.get)
         self._by_type: Dict[type, List[cst.CSTNode]] = {}
 
@@ -99,7 +159,7 @@ class Linked:
         for kind in types:
             if kind not in self._by_type:
                 self._by_type[kind] = list(self.ctx.nodes(kind)) + [
-                    node for _, _, _, index in self._parts for node in index.by_type.get(kind, [])]
+                    node for part in self._parts for node in part.by_type.get(kind, [])]
             found += self._by_type[kind]
         return found if len(types) == 1 else sorted(found, key=self.pre.__getitem__)
 
@@ -138,16 +198,16 @@ class Linked:
         number = self.pre.get(node)
         if number is None or number < FIRST:
             return None
-        for ref, summary, module, index in self._parts:
-            if index.first <= number < index.first + SPAN:
+        for part in self._parts:
+            if part.first <= number < part.first + SPAN:
                 top = node
-                while self.parent.get(top) is not None and self.parent.get(top) is not module:
+                while self.parent.get(top) is not None and self.parent.get(top) is not part.module:
                     top = self.parent[top]
                 name = getattr(getattr(top, "name", None), "value", None)
-                if name not in summary["defined"]:
+                if name not in part.summary["defined"]:
                     return None
-                shown = os.path.relpath(ref) if not os.path.relpath(ref).startswith("..") else ref
-                return f"`{dotted(ref, _roots_of(summary))}.{name}` ({shown}:{summary['defined'][name]})"
+                shown = os.path.relpath(part.ref) if not os.path.relpath(part.ref).startswith("..") else part.ref
+                return f"`{dotted(part.ref, _roots_of(part.summary))}.{name}` ({shown}:{part.summary['defined'][name]})"
         return None
 
 
@@ -161,26 +221,20 @@ def link(ctx, imported: Imported):
     """The `ModuleIndex` `ctx`'s flow reads: `ctx` itself when no summary has code, else the
     file's nodes with the summaries' (`ctx`'s parents, numbers and imports are extended: copies,
     so an editor's kept index is not changed)."""
-    parts = []
-    for ref in imported.linked:
-        summary = imported.summaries[ref]
-        parsed = _parse(summary) if summary["code"] else None
-        if parsed is not None:
-            parts.append((ref, summary, parsed[0], parsed[1]))
+    parts = [part for part in (_part(ref, imported.summaries[ref], names) for ref, names in imported.linked.items()
+                               if imported.summaries[ref]["code"]) if part is not None]
     if not parts:
         return ctx
-    parts.sort(key=lambda part: part[3].first)
+    parts.sort(key=lambda part: part.first)
     ctx.parent, ctx.pre, ctx.post = dict(ctx.parent), dict(ctx.pre), dict(ctx.post)
     foreign: Dict[cst.CSTNode, ImportTable] = {}
-    for ref, summary, module, index in parts:
-        ctx.parent.update(index.parent)
-        ctx.pre.update(index.pre)
-        ctx.post.update(index.post)
-        table = _parsed[summary["hash"]][2]
-        foreign.update((name, table) for name in index.by_type.get(cst.Name, []))
+    for part in parts:
+        ctx.parent.update(part.parent)
+        ctx.pre.update(part.pre)
+        ctx.post.update(part.post)
+        foreign.update((name, part.table) for name in part.by_type.get(cst.Name, []))
     ctx.imports = LinkedImports(ctx.imports, foreign)
     return Linked(ctx, imported, parts)
-
 
 
 def link_on_demand(ctx):

@@ -117,7 +117,7 @@ class Imported:
     path: str
     table: Table
     summaries: Dict[str, dict]
-    linked: List[str]
+    linked: Dict[str, List[str]]  # module file -> the definitions of it the file is linked with
     names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules
 
 
@@ -137,11 +137,15 @@ class Reading:
         lookup = Lookup(lambda ref: self._summary(ref, consulted))
         table: Table = (entries, stars)
         used = {c for c in chains(tree) if stars or c.split(".")[0] in entries}
-        defined = self._definitions(lookup, [(table, c) for c in sorted(used)])
-        linked: List[str] = list(dict.fromkeys(ref for ref, _ in defined))[:MAX_MODULES]
-        heads = {c.split(".")[0] for c in used} - set(entries)
-        names = set(entries) | {head for head in heads if lookup.chain(table, head) is not None}
-        return Imported(path, table, consulted, linked, names)
+        heads = {head for head in {c.split(".")[0] for c in used} if lookup.chain(table, head) is not None}
+        defined = self._definitions(lookup, [(table, c) for c in sorted(used) if c.split(".")[0] in heads])
+        linked: Dict[str, List[str]] = {}
+        for ref, name in defined:
+            if ref in linked or len(linked) < MAX_MODULES:
+                linked.setdefault(ref, []).append(name)
+        for ref, names in linked.items():
+            linked[ref] = _with_uses(consulted[ref], names)
+        return Imported(path, table, consulted, linked, set(entries) | heads)
 
     def _definitions(self, lookup: Lookup, wanted: List[Tuple[Table, str]]) -> List[Tuple[str, str]]:
         """The (module, name) definitions the dotted names reach, then those their code reads,
@@ -170,12 +174,23 @@ class Reading:
         return consulted[ref]
 
 
+def _with_uses(summary: dict, names: List[str]) -> List[str]:
+    """`names` and the module's definitions they use, to a fixpoint, in the summary's order."""
+    found, pending = set(names), list(names)
+    while pending:
+        for used in summary["uses"].get(pending.pop(), []):
+            if used not in found:
+                found.add(used)
+                pending.append(used)
+    return [name for name in summary["defined"] if name in found]
+
+
 CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)
 
 _GATE_FIELDS = ("words", "stored_attributes", "none_compare", "assigned", "calls_by_name", "keyword_values",
                 "argument_callees", "statement_callees", "assignments", "single_assignments", "iterables",
                 "zipped_first", "bindings", "calls")
-_summary_facts: Dict[str, object] = {}  # summary hash -> the Facts of its code (per process)
+_summary_facts: Dict[Tuple[str, Tuple[str, ...]], object] = {}  # (summary, definitions) -> their Facts
 
 
 def add_gate_facts(facts, imported: Imported) -> None:
@@ -184,12 +199,14 @@ def add_gate_facts(facts, imported: Imported) -> None:
     them (a star-imported `CLIPVALUE = -1.0` is a threshold <= 0; a helper's `tape.gradient`)."""
     from ..facts import Facts
 
-    for summary in (imported.summaries[ref] for ref in imported.linked):
-        if not summary["code"]:
-            continue
-        if summary["hash"] not in _summary_facts:
-            _summary_facts[summary["hash"]] = Facts.of(summary["code"])
-        other = _summary_facts[summary["hash"]]
+    for ref, names in imported.linked.items():
+        summary = imported.summaries[ref]
+        key = (summary["hash"], tuple(names))
+        if key not in _summary_facts:
+            lines = summary["code"].splitlines(keepends=True)
+            spans = sorted({tuple(summary["spans"][name]) for name in names})
+            _summary_facts[key] = Facts.of("".join("".join(lines[first - 1:last]) for first, last in spans))
+        other = _summary_facts[key]
         if other is not None:
             for name in _GATE_FIELDS:
                 _widen(facts, name, getattr(other, name))

@@ -31,8 +31,8 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "reads": {}, "imports": {}, "stars": [],
-                          "all": None, "public": []})
+        return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "reads": {}, "uses": {},
+                          "spans": {}, "imports": {}, "stars": [], "all": None, "public": []})
     lines = text.splitlines(keepends=True)
     entries, stars = import_map(tree.body, path, roots)
     units = _units(tree.body)
@@ -40,11 +40,14 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
     imports = [s for s in tree.body if isinstance(s, (ast.Import, ast.ImportFrom))]
     chunks: List[Tuple[int, int]] = []  # (line in the summary's code, line in the file)
     code: List[str] = []
-    for statement in imports + [units[name] for name in kept]:
+    spans: Dict[int, List[int]] = {}  # statement -> its first and last line in the summary's code
+    for statement in imports + list({id(units[name]): units[name] for name in kept}.values()):
         first = _first_line(statement)
         chunks.append((len(code) + 1, first))
         code += _without_docstrings(statement, lines, first)
+        spans[id(statement)] = [chunks[-1][0], len(code)]
     defined = {name: units[name].lineno for name in kept}
+    uses = {name: sorted(_read_names(units[name]) & set(kept) - {name}) for name in kept}
     public = _public(tree.body, set(units) | set(entries))
     outside = set(entries) if not stars else None  # with a star import, any name may come from it
     reads = {name: sorted(c for c in chains(units[name]) if c.split(".")[0] not in units
@@ -52,6 +55,8 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
     return _finished({
         "path": path, "code": "".join(code), "chunks": chunks, "defined": defined,
         "reads": {name: found for name, found in reads.items() if found},
+        "uses": {name: found for name, found in uses.items() if found},
+        "spans": {name: spans[id(units[name])] for name in kept},
         "imports": {name: list(entry) for name, entry in entries.items()}, "stars": stars,
         "all": _dunder_all(tree.body), "public": sorted(public)})
 
