@@ -26,22 +26,21 @@ SPAN = 1 << 26
 
 
 class Part:
-    """The definitions of one summary a file is linked with, indexed: each top-level statement
-    of the summary's code has its own index (numbered once, when the summary is parsed), and
-    a part joins those of the definitions wanted, so a file pays for what it uses only."""
+    """The definitions of one summary a file is linked with, indexed: each is parsed and
+    numbered once per process (`Parsed.statement`), and a part joins those a file uses, so a
+    file pays for what it uses only."""
 
     __slots__ = ("ref", "summary", "module", "first", "table", "parent", "pre", "post", "by_type")
 
     def __init__(self, ref: str, summary: dict, parsed: "Parsed", names: List[str]) -> None:
-        self.ref, self.summary, self.module, self.first, self.table = ref, summary, parsed.module, parsed.first, \
-            parsed.table
+        self.ref, self.summary, self.module, self.first = ref, summary, parsed.module, parsed.first
+        self.table = parsed.table
         self.parent: Dict[cst.CSTNode, Optional[cst.CSTNode]] = {parsed.module: None}
         self.pre: Dict[cst.CSTNode, int] = {parsed.module: parsed.first}
         self.post: Dict[cst.CSTNode, int] = {parsed.module: parsed.first + SPAN - 1}
         self.by_type: Dict[type, List[cst.CSTNode]] = {}
-        chosen = {id(parsed.statements[name][0]): parsed.statements[name] for name in names
-                  if name in parsed.statements}
-        for statement, index in sorted(chosen.values(), key=lambda pair: pair[1].first):
+        chosen = [found for found in dict.fromkeys(parsed.statement(name) for name in names) if found is not None]
+        for statement, index in sorted(chosen, key=lambda pair: pair[1].first):
             self.parent.update(index.parent)
             self.parent[statement] = parsed.module
             self.pre.update(index.pre)
@@ -51,49 +50,56 @@ class Part:
 
 
 class Parsed:
-    """A summary's code parsed once per process: its statements, each indexed, by the names
-    they bind; its import table."""
+    """A summary's code, parsed a definition at a time when a file first uses it (once per
+    process): an empty module stands for the summary's module (the scope of its definitions),
+    its imports make its import table."""
 
-    def __init__(self, module: cst.Module, first: int) -> None:
-        from ..analysis import TreeIndex
+    def __init__(self, summary: dict, first: int) -> None:
+        from ..analysis import _CONFIG  # libcst's parser: only for a file that is parsed too
 
-        self.module, self.first = module, first
-        self.statements: Dict[str, Tuple[cst.CSTNode, object]] = {}
+        self.summary, self.first, self.next = summary, first, first + 1
+        self.lines = summary["code"].splitlines(keepends=True)
+        spans = summary["spans"].values()
+        head = min((first_line for first_line, _ in spans), default=len(self.lines) + 1)
+        imports = cst.parse_module("".join(self.lines[:head - 1]), config=_CONFIG)
+        self.module = cst.Module(body=())
         self.table = ImportTable()
-        counter = first + 1
-        for statement in module.body:
-            index = TreeIndex(statement, first=counter)
-            counter += index.size
-            for name in _bound(statement, self.table):
-                self.statements[name] = (statement, index)
+        for statement in imports.body:
+            for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    self.table.add(small)
+        self._statements: Dict[Tuple[int, int], Optional[Tuple[cst.CSTNode, object]]] = {}
+
+    def statement(self, name: str) -> Optional[Tuple[cst.CSTNode, object]]:
+        """The top-level statement defining `name`, parsed and indexed (None if it does not parse)."""
+        from ..analysis import _CONFIG, TreeIndex
+
+        span = self.summary["spans"].get(name)
+        if span is None:
+            return None
+        key = (span[0], span[1])
+        if key not in self._statements:
+            try:
+                statement = cst.parse_statement("".join(self.lines[span[0] - 1:span[1]]), config=_CONFIG)
+            except (cst.ParserSyntaxError, RecursionError, MemoryError):
+                self._statements[key] = None
+                return None
+            index = TreeIndex(statement, first=self.next)
+            self.next += index.size
+            self._statements[key] = (statement, index)
+        return self._statements[key]
 
 
-def _bound(statement: cst.CSTNode, table: ImportTable) -> List[str]:
-    """The names a top-level statement of a summary binds (its imports go to `table`)."""
-    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-        return [statement.name.value]
-    found: List[str] = []
-    for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
-        if isinstance(small, (cst.Import, cst.ImportFrom)):
-            table.add(small)
-        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
-            [small.target] if isinstance(small, cst.AnnAssign) else []
-        found += [target.value for target in targets if isinstance(target, cst.Name)]
-    return found
-
-
-_parsed: Dict[str, Optional[Parsed]] = {}  # summary hash -> its code, parsed and indexed
+_parsed: Dict[str, Optional[Parsed]] = {}  # summary hash -> its code, parsed as it is used
 _parts: Dict[Tuple[str, Tuple[str, ...]], Part] = {}  # (summary hash, definitions) -> their part
 
 
 def _part(ref: str, summary: dict, names: List[str]) -> Optional[Part]:
-    """The part of `summary` holding `names` (parsed and joined once per process)."""
+    """The part of `summary` holding `names` (joined once per process)."""
     digest = summary["hash"]
     if digest not in _parsed:
-        from ..analysis import _CONFIG  # libcst's parser: only for a file that is parsed too
-
         try:
-            _parsed[digest] = Parsed(cst.parse_module(summary["code"], config=_CONFIG), FIRST + len(_parsed) * SPAN)
+            _parsed[digest] = Parsed(summary, FIRST + len(_parsed) * SPAN)
         except (cst.ParserSyntaxError, RecursionError, MemoryError):
             _parsed[digest] = None
     parsed = _parsed[digest]

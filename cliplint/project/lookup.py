@@ -22,6 +22,12 @@ def table_of(summary: dict) -> Table:
 class Lookup:
     def __init__(self, summary_of: Callable[[str], Optional[dict]]) -> None:
         self.summary_of = summary_of
+        self._tables: Dict[str, Table] = {}  # module file -> its summary's table
+
+    def table(self, ref: str, summary: dict) -> Table:
+        if ref not in self._tables:
+            self._tables[ref] = table_of(summary)
+        return self._tables[ref]
 
     def chain(self, table: Table, dotted: str) -> Optional[Entry]:
         """("def", module, name) for the first definition `dotted` reaches (`models.Net.call`
@@ -56,7 +62,7 @@ class Lookup:
         if summary is not None:
             if name in summary["defined"]:
                 return ("def", ref, name)
-            found = self._entry(table_of(summary), name, seen)
+            found = self._entry(self.table(ref, summary), name, seen)
             if found is not None:
                 return found
         sub = submodule(ref, name)

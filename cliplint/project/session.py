@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
 from ..cache import code_fingerprint, open_store, stat_key
 from ..files import decode_python, read_regular
 from ..settings import DEFAULT_MAX_FILE_SIZE
-from .lookup import Lookup, Table, table_of
+from .lookup import Lookup, Table
 from .resolve import import_map
 from .roots import source_roots
 from .summary import chains, summarise
@@ -160,7 +160,8 @@ class Reading:
                 found[(target[1], target[2])] = None
                 summary = lookup.summary_of(target[1])
                 if summary is not None:
-                    following += [(table_of(summary), read) for read in summary["reads"].get(target[2], [])]
+                    following += [(lookup.table(target[1], summary), read)
+                                  for read in summary["reads"].get(target[2], [])]
             wanted = following
         return list(found)
 
@@ -190,7 +191,7 @@ CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=
 _GATE_FIELDS = ("words", "stored_attributes", "none_compare", "assigned", "calls_by_name", "keyword_values",
                 "argument_callees", "statement_callees", "assignments", "single_assignments", "iterables",
                 "zipped_first", "bindings", "calls")
-_summary_facts: Dict[Tuple[str, Tuple[str, ...]], object] = {}  # (summary, definitions) -> their Facts
+_summary_facts: Dict[Tuple[str, Tuple[int, ...]], object] = {}  # (summary, a definition's lines) -> its Facts
 
 
 def add_gate_facts(facts, imported: Imported) -> None:
@@ -201,15 +202,15 @@ def add_gate_facts(facts, imported: Imported) -> None:
 
     for ref, names in imported.linked.items():
         summary = imported.summaries[ref]
-        key = (summary["hash"], tuple(names))
-        if key not in _summary_facts:
-            lines = summary["code"].splitlines(keepends=True)
-            spans = sorted({tuple(summary["spans"][name]) for name in names})
-            _summary_facts[key] = Facts.of("".join("".join(lines[first - 1:last]) for first, last in spans))
-        other = _summary_facts[key]
-        if other is not None:
-            for name in _GATE_FIELDS:
-                _widen(facts, name, getattr(other, name))
+        lines = summary["code"].splitlines(keepends=True)
+        for span in dict.fromkeys(tuple(summary["spans"][name]) for name in names):
+            key = (summary["hash"], span)
+            if key not in _summary_facts:
+                _summary_facts[key] = Facts.of("".join(lines[span[0] - 1:span[1]]))
+            other = _summary_facts[key]
+            if other is not None:
+                for field_name in _GATE_FIELDS:
+                    _widen(facts, field_name, getattr(other, field_name))
 
 
 def _widen(facts, name: str, more) -> None:
