@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Dict, List
 
 PACKAGES = 20
 BUILDER = '''import tensorflow as tf
@@ -96,7 +97,7 @@ def main() -> int:
         alone.mkdir()
         shutil.copy(train, alone / "train.py")
         places = {"in the project": (project, "src/train.py"), "alone": (alone, "train.py")}
-        times = {f"{mode} {where}": [] for where in places for mode in ("cold", "warm")}
+        times: Dict[str, List[float]] = {f"{mode} {where}": [] for where in places for mode in ("cold", "warm")}
         for where, (cwd, name) in places.items():
             cpu(cliplint + [name], cwd)  # fills the cache for the warm runs
         for _ in range(args.runs):

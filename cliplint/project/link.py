@@ -12,7 +12,7 @@ imported from the project refers to, and `defined_at(node)`, where a summary's d
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Type
 
 import libcst as cst
 
@@ -20,6 +20,9 @@ from ..names import ImportTable
 from .lookup import Lookup, Table, table_of
 from .roots import dotted
 from .session import Imported
+
+if TYPE_CHECKING:
+    from ..analysis import TreeIndex
 
 FIRST = 1 << 40  # summaries are numbered from here, each in a range of SPAN numbers
 SPAN = 1 << 26
@@ -68,9 +71,9 @@ class Parsed:
             for small in getattr(statement, "body", ()) if isinstance(statement, cst.SimpleStatementLine) else ():
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     self.table.add(small)
-        self._statements: Dict[Tuple[int, int], Optional[Tuple[cst.CSTNode, object]]] = {}
+        self._statements: Dict[Tuple[int, int], Optional[Tuple[cst.CSTNode, "TreeIndex"]]] = {}
 
-    def statement(self, name: str) -> Optional[Tuple[cst.CSTNode, object]]:
+    def statement(self, name: str) -> Optional[Tuple[cst.CSTNode, "TreeIndex"]]:
         """The top-level statement defining `name`, parsed and indexed (None if it does not parse)."""
         from ..analysis import _CONFIG, TreeIndex
 
@@ -255,5 +258,5 @@ def link_on_demand(ctx):
         tree = ast.parse(ctx.source) if reading is not None else None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
-    imported = reading.prepare(os.path.abspath(ctx.path), tree) if tree is not None else None
+    imported = reading.prepare(os.path.abspath(ctx.path), tree) if reading is not None and tree is not None else None
     return link(ctx, imported) if imported is not None else ctx
