@@ -13,14 +13,14 @@ Issue 28's target: warm in the project at most 2x warm alone.
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Dict, List
+
+from one_file import cpu  # bench/ is this script's folder: on sys.path
 
 PACKAGES = 20
 BUILDER = '''import tensorflow as tf
@@ -76,13 +76,6 @@ def generate(root: Path, modules: int) -> Path:
     train = root / "src" / "train.py"
     train.write_text(TRAIN)
     return train
-
-
-def cpu(command, cwd: Path) -> float:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def main() -> int:
