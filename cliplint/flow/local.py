@@ -46,6 +46,7 @@ class Dataflow(CallSummaries, FlagDefaults):
     def __init__(self, ctx: ModuleIndex) -> None:
         link = LINK.get()
         self.ctx = link(ctx) if link is not None else ctx
+        self._linked = getattr(self.ctx, "imported", None)  # None unless linked with other modules
         self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
@@ -239,8 +240,10 @@ class Dataflow(CallSummaries, FlagDefaults):
     def imported(self, use: cst.CSTNode) -> Optional[Binding]:
         """The binding in another module of the project that a name (or `module.name`) imported
         from it refers to: its last top-level binding there (`project.link.Linked.imported`)."""
-        imported = getattr(self.ctx, "imported", None)
-        name = dotted_name(use) if imported is not None else None
+        imported = self._linked
+        if imported is None:
+            return None
+        name = dotted_name(use)
         if name is None:
             return None
         module = self.scope_of(use)
