@@ -92,11 +92,11 @@ def main() -> int:
         places = {"in the project": (project, "src/train.py"), "alone": (alone, "train.py")}
         times: Dict[str, List[float]] = {f"{mode} {where}": [] for where in places for mode in ("cold", "warm")}
         for where, (cwd, name) in places.items():
-            cpu(cliplint + [name], cwd)  # fills the cache for the warm runs
+            cpu(cliplint + [name], str(cwd))  # fills the cache for the warm runs
         for _ in range(args.runs):
             for where, (cwd, name) in places.items():
-                times[f"cold {where}"].append(cpu(cliplint + ["--no-cache", name], cwd))
-                times[f"warm {where}"].append(cpu(cliplint + [name], cwd))
+                times[f"cold {where}"].append(cpu(cliplint + ["--no-cache", name], str(cwd)))
+                times[f"warm {where}"].append(cpu(cliplint + [name], str(cwd)))
     medians = {label: statistics.median(values) for label, values in times.items()}
     for label, value in medians.items():
         print(f"{label:24} {value:.3f} s CPU")

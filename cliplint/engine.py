@@ -73,7 +73,8 @@ def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool
     cache = result_cache(target.cache)[0] if target.cache is not None else None
     if cache is not None:
         reading = CURRENT.get()
-        cache.put(cache.key(data, shown, codes), findings, crashed, reading.reads if reading is not None else None)
+        key = cache.key(data, shown, codes, repr(settings.src))  # the roots decide what its imports are
+        cache.put(key, findings, crashed, reading.reads if reading is not None else None)
     return findings, crashed
 
 
@@ -95,7 +96,7 @@ def _cached(target: Target, project: Project) -> Optional[Tuple[List[Finding], b
     except OSError:
         return None  # linted, which reports why
     codes = target.settings.enabled_codes(target.path)
-    hit = cache.get(cache.key(data, target.display, codes))
+    hit = cache.get(cache.key(data, target.display, codes, repr(target.settings.src)))
     if hit is None or not project.unchanged(hit[2], target.settings.src):
         return None
     return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
