@@ -63,7 +63,7 @@ def code_fingerprint() -> str:
 
 # --- folders and files that no link can redirect ---------------------------------------------
 
-def _open_folder(name: str, parent: int, shown: str, create: bool, owned: bool = True) -> int:
+def _open_folder(name: str, parent: int, display: str, create: bool, owned: bool = True) -> int:
     """The descriptor of folder `name` in `parent` (made 0700 when missing and `create`), never
     through a link; with `owned`, it must belong to the current user and be writable only by them."""
     if create:
@@ -75,31 +75,31 @@ def _open_folder(name: str, parent: int, shown: str, create: bool, owned: bool =
         descriptor = os.open(name, DIR_FLAGS | NOFOLLOW, dir_fd=parent)
     except OSError as err:
         if err.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            raise CacheRefused(_what(name, parent, shown)) from None
+            raise CacheRefused(_what(name, parent, display)) from None
         raise
     try:
         if owned:
-            _check_ours(os.fstat(descriptor), shown)
+            _check_ours(os.fstat(descriptor), display)
     except BaseException:
         os.close(descriptor)
         raise
     return descriptor
 
 
-def _what(name: str, parent: int, shown: str) -> str:
+def _what(name: str, parent: int, display: str) -> str:
     """Why `name` cannot be opened as a folder: it is a link, or something else."""
     try:
         is_link = stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
     except OSError:
         is_link = False
-    return f"{shown} is a symbolic link" if is_link else f"{shown} is not a folder"
+    return f"{display} is a symbolic link" if is_link else f"{display} is not a folder"
 
 
-def _check_ours(info: os.stat_result, shown: str, private: int = 0o022) -> None:
+def _check_ours(info: os.stat_result, display: str, private: int = 0o022) -> None:
     if info.st_uid != os.geteuid():
-        raise CacheRefused(f"{shown} belongs to another user (uid {info.st_uid})")
+        raise CacheRefused(f"{display} belongs to another user (uid {info.st_uid})")
     if info.st_mode & private:
-        raise CacheRefused(f"{shown} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
+        raise CacheRefused(f"{display} is open to other users (mode {stat.S_IMODE(info.st_mode):o})")
 
 
 def _open_root(folder: str) -> int:
@@ -109,14 +109,14 @@ def _open_root(folder: str) -> int:
     relative = os.path.relpath(absolute)
     if relative == os.curdir or relative == os.pardir or relative.startswith(os.pardir + os.sep):
         os.makedirs(os.path.dirname(absolute), exist_ok=True)
-        start, parts, shown = os.path.dirname(absolute), [os.path.basename(absolute)], os.path.dirname(absolute)
+        start, parts, display = os.path.dirname(absolute), [os.path.basename(absolute)], os.path.dirname(absolute)
     else:
-        start, parts, shown = os.curdir, relative.split(os.sep), ""
+        start, parts, display = os.curdir, relative.split(os.sep), ""
     descriptor = os.open(start, DIR_FLAGS)
     for index, part in enumerate(parts):
-        shown = os.path.join(shown, part)
+        display = os.path.join(display, part)
         try:
-            child = _open_folder(part, descriptor, shown, create=True, owned=index == len(parts) - 1)
+            child = _open_folder(part, descriptor, display, create=True, owned=index == len(parts) - 1)
         finally:
             os.close(descriptor)
         descriptor = child
@@ -192,9 +192,9 @@ def _user_key(folder: str) -> Tuple[Optional[bytes], str]:
         return None, ""
 
 
-def _read_or_make_key(folder: int, shown: str) -> bytes:
+def _read_or_make_key(folder: int, display: str) -> bytes:
     try:
-        return _read_key(folder, shown)
+        return _read_key(folder, display)
     except FileNotFoundError:
         pass
     temporary = _write_new(folder, os.urandom(KEY_BYTES))
@@ -204,23 +204,23 @@ def _read_or_make_key(folder: int, shown: str) -> bytes:
         pass  # another run made it first: theirs is the key
     finally:
         os.unlink(temporary, dir_fd=folder)
-    return _read_key(folder, shown)
+    return _read_key(folder, display)
 
 
-def _read_key(folder: int, shown: str) -> bytes:
+def _read_key(folder: int, display: str) -> bytes:
     try:
         descriptor, info = open_regular(KEY_NAME, folder, follow_symlinks=False)
     except NotRegularFile:
-        raise CacheRefused(f"{shown} is not a regular file") from None
+        raise CacheRefused(f"{display} is not a regular file") from None
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise CacheRefused(f"{shown} is a symbolic link") from None
+            raise CacheRefused(f"{display} is a symbolic link") from None
         raise
     try:
-        _check_ours(info, shown, private=0o077)
+        _check_ours(info, display, private=0o077)
         if info.st_size != KEY_BYTES:
-            raise CacheRefused(f"{shown} is not a {KEY_BYTES}-byte key (delete it to make a new one)")
-        return read_at_most(descriptor, info, KEY_BYTES, shown)
+            raise CacheRefused(f"{display} is not a {KEY_BYTES}-byte key (delete it to make a new one)")
+        return read_at_most(descriptor, info, KEY_BYTES, display)
     finally:
         os.close(descriptor)
 
@@ -231,17 +231,17 @@ class Store:
     """The entries of one subfolder of the cache folder (`results`, `verdicts`), by hex name,
     in 256 subfolders; each file is the MAC of the store, the name and the body, then the body."""
 
-    def __init__(self, root: int, name: str, secret: bytes, shown: str) -> None:
+    def __init__(self, root: int, name: str, secret: bytes, display: str) -> None:
         self.name = name
         self.secret = secret
-        self.shown = shown
-        self.descriptor = _open_folder(name, root, shown, create=True)
+        self.display = display
+        self.descriptor = _open_folder(name, root, display, create=True)
         self.folders: Dict[str, int] = {}
 
     def _folder(self, prefix: str, create: bool) -> Optional[int]:
         if prefix not in self.folders:
             try:
-                self.folders[prefix] = _open_folder(prefix, self.descriptor, os.path.join(self.shown, prefix), create)
+                self.folders[prefix] = _open_folder(prefix, self.descriptor, os.path.join(self.display, prefix), create)
             except (OSError, CacheRefused):
                 return None  # a link or a stranger's folder there: those entries are misses
         return self.folders[prefix]
@@ -314,22 +314,27 @@ class Cache:
         digest.update(content)
         return digest.hexdigest()
 
-    def get(self, key: str) -> Optional[Tuple[List[dict], bool]]:
+    def get(self, key: str) -> Optional[Tuple[List[dict], bool, Dict[str, str]]]:
+        """(findings, crashed, reads): `reads` maps each project module whose summary the
+        result depends on to that summary's hash (the result holds while they are the same)."""
         body = self.store.read(key)
         if body is None:
             return None
         if not body:
-            return [], False  # most files: nothing found, an entry that is only its MAC
+            return [], False, {}  # most files: nothing found, an entry that is only its MAC
         try:
             entry = json.loads(body)
-            return entry["findings"], entry["crashed"]
+            return entry["findings"], entry["crashed"], dict(entry.get("reads", {}))
         except (ValueError, KeyError, TypeError):
             return None
 
-    def put(self, key: str, findings, crashed: bool) -> None:
+    def put(self, key: str, findings, crashed: bool, reads: Optional[Dict[str, str]] = None) -> None:
         body = b""
-        if findings or crashed:
-            body = json.dumps({"findings": [asdict(f) for f in findings], "crashed": crashed}).encode()
+        if findings or crashed or reads:
+            entry = {"findings": [asdict(f) for f in findings], "crashed": crashed}
+            if reads:
+                entry["reads"] = reads
+            body = json.dumps(entry).encode()
         self.store.write(key, body)
 
 

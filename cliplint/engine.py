@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import signal
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from functools import partial
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import catalogue
 from .cache import LastRun, result_cache, stat_key
@@ -18,6 +19,7 @@ from .discovery import Target, discover, display_of, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
 from .lint import lint_bytes, prefilter, untouched
+from .project.session import CURRENT, Project
 from .settings import CONFIG_SUFFIXES, Config
 
 
@@ -27,6 +29,14 @@ class RunResult:
     files: int
     crashed: bool
     warnings: List[str] = field(default_factory=list)  # for stderr: a cache that was not used, and why
+
+
+def lint_linked(target: Target, project: Project) -> Tuple[List[Finding], bool, Dict[str, str]]:
+    """`lint_target`, following the file's imports of its project's modules into `project`'s
+    summaries; also the summaries read (module file -> hash)."""
+    with project.reading(target.settings.src) as reads:
+        findings, crashed = lint_target(target)
+    return findings, crashed, reads
 
 
 def lint_target(target: Target) -> Tuple[List[Finding], bool]:
@@ -44,36 +54,40 @@ def _rules(codes) -> list:
 
 
 def _read_and_lint(target: Target, codes, settings) -> Tuple[List[Finding], bool]:
-    shown = target.display
+    display = target.display
     if target.kind == "missing":
-        return [bad_input(shown, "no such file or folder")], False
+        return [bad_input(display, "no such file or folder")], False
     if target.kind != "file":
-        return [bad_input(shown, target.kind)], False
+        return [bad_input(display, target.kind)], False
     try:
         if target.path.lower().endswith(".keras"):
             descriptor, _ = open_regular(target.path)
             with os.fdopen(descriptor, "rb") as archive:  # read lazily from the archive, any size
-                return _audit(target.path, archive, _rules(codes), shown)
+                return _audit(target.path, archive, _rules(codes), display)
         data = read_regular(target.path, settings.max_file_size)
     except FileTooLarge as err:
-        return [_oversized(target.path, err.size, settings, shown)], False
+        oversized = _oversized(target.path, err.size, settings, display)
+        return ([oversized] if oversized is not None else []), False
     except OSError as err:
-        return [bad_input(shown, f"cannot read: {err.strerror or err}")], False
-    findings, crashed = _lint_data(target.path, data, codes, shown)
+        return [bad_input(display, f"cannot read: {err.strerror or err}")], False
+    findings, crashed = _lint_data(target.path, data, codes, display)
     cache = result_cache(target.cache)[0] if target.cache is not None else None
     if cache is not None:
-        cache.put(cache.key(data, shown, codes), findings, crashed)
+        reading = CURRENT.get()
+        key = cache.key(data, display, codes, repr(settings.src))  # the roots decide what its imports are
+        cache.put(key, findings, crashed, reading.reads if reading is not None else None)
     return findings, crashed
 
 
-def _oversized(path: str, size: int, settings, shown: str) -> Optional[Finding]:
+def _oversized(path: str, size: int, settings, display: str) -> Optional[Finding]:
     """CL000 for a file above max-file-size (a `.keras` archive is read lazily: any size)."""
-    return None if path.lower().endswith(".keras") else settings.too_large(shown, size)
+    return None if path.lower().endswith(".keras") else settings.too_large(display, size)
 
 
-def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
-    """The cached result for a file whose bytes, settings and cliplint have not changed."""
-    cache = result_cache(target.cache)[0]
+def _cached(target: Target, project: Project) -> Optional[Tuple[List[Finding], bool]]:
+    """The cached result for a file whose bytes, settings and cliplint have not changed, nor
+    the summaries of the project's modules it read."""
+    cache = result_cache(target.cache)[0] if target.cache is not None else None
     if cache is None or not _cacheable(target):
         return None
     try:
@@ -81,39 +95,40 @@ def _cached(target: Target) -> Optional[Tuple[List[Finding], bool]]:
     except OSError:
         return None  # linted, which reports why
     codes = target.settings.enabled_codes(target.path)
-    hit = cache.get(cache.key(data, target.display, codes))
-    if hit is None:
+    hit = cache.get(cache.key(data, target.display, codes, repr(target.settings.src)))
+    if hit is None or not project.unchanged(hit[2], target.settings.src):
         return None
     return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
 
 
-def _lint_data(path: str, data: bytes, codes, shown: str) -> Tuple[List[Finding], bool]:
+def _lint_data(path: str, data: bytes, codes, display: str) -> Tuple[List[Finding], bool]:
     if path.lower().endswith(CONFIG_SUFFIXES):
-        return _audit(path, data, _rules(codes), shown)
+        return _audit(path, data, _rules(codes), display)
     if path.lower().endswith(".ipynb"):
         from .notebook import lint_notebook
 
         rules = _rules(codes)
-        return lint_notebook(path, data, rules, shown) if prefilter(data, rules) else ([], False)
+        return lint_notebook(path, data, rules, display) if prefilter(data, rules) else ([], False)
     tokens = catalogue.tokens(codes)
-    found = untouched(data, tokens, shown) if tokens is not None else None  # no rule, no libcst
+    found = untouched(data, tokens, display) if tokens is not None else None  # no rule, no libcst
     if found is not None:
         return found, False
-    return lint_bytes(path, data, _rules(codes), shown)
+    return lint_bytes(path, data, _rules(codes), display)
 
 
-def _audit(path: str, source, rules, shown: str) -> Tuple[List[Finding], bool]:
+def _audit(path: str, source, rules, display: str) -> Tuple[List[Finding], bool]:
     from .configs import audit
 
     try:
-        return audit(path, source, rules, shown), False
+        return audit(path, source, rules, display), False
     except Exception as err:  # a bug in the auditor must not stop the run
-        return [bad_input(shown, f"internal error in the config auditor: {type(err).__name__}: {err}")], True
+        return [bad_input(display, f"internal error in the config auditor: {type(err).__name__}: {err}")], True
 
 
 def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str] = None) -> RunResult:
     targets = unique(discover(paths, config))
     cache, warnings = _usable_cache(cache)
+    project = Project(cache)  # the summaries of the project modules the files import (pass 1, on demand)
     results: List = [None] * len(targets)
     misses = []
     last = _last_run(cache, paths)
@@ -125,12 +140,16 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
         hit = _remembered(last, target, keys[index]) if last is not None else None
         remembered[index] = hit is not None
         if hit is None and cache is not None:
-            hit = _cached(target)
+            hit = _cached(target, project)
+            keys[index] = None if hit is not None else keys[index]  # it read summaries: no stat shortcut
         if hit is None:
             misses.append(index)
         results[index] = hit
-    for index, result in zip(misses, _map(lint_target, [targets[i] for i in misses], jobs)):
-        results[index] = result
+    linted = _map(partial(lint_linked, project=project), [targets[i] for i in misses], jobs)
+    for index, result in zip(misses, linted):
+        results[index] = result[:2]
+        if result[2]:  # its findings depend on other files: only the content cache checks those
+            keys[index] = None
     if last is not None:
         last.save(_entries(last, targets, keys, results, remembered))
     findings = [f for found, _ in results for f in found]
@@ -180,7 +199,7 @@ def _usable_cache(folder: Optional[str]) -> Tuple[Optional[str], List[str]]:
 
 
 def _map(function, targets: List[Target], jobs: int) -> List:
-    """`function` (lint_target) of each target, in a pool of `jobs` processes for many files.
+    """`function` (lint_linked) of each target, in a pool of `jobs` processes for many files.
     A worker the parser crashes (a signal) takes its pool down: the files it had not finished
     are linted again, each in a process of its own, and the one that dies gets a CL000."""
     # A pool costs ~0.1 s to start: only worth it for many files.
@@ -211,12 +230,12 @@ def _each(function, targets: List[Target]) -> List:
     return [function(target) for target in targets]
 
 
-def _alone(function, target: Target) -> Tuple[List[Finding], bool]:
-    """`function(target)` in a process of its own: CL000 when the process dies."""
+def _alone(function, target: Target) -> Tuple[List[Finding], bool, Dict[str, str]]:
+    """`function(target)` (`lint_linked`) in a process of its own: CL000 when the process dies."""
     from .lint import contained, died_parsing
 
     result, died = contained(function, target)
-    return (died_parsing(target.display, died), False) if died else result
+    return (died_parsing(target.display, died), False, {}) if died else result
 
 
 PARALLEL_MIN_FILES = 32  # fewer files are linted in this process: a pool would cost more than it saves
@@ -229,8 +248,9 @@ def lint_stdin(data: bytes, filename: str, config: Config) -> RunResult:
     if filename != "-" and force_excluded(filename, settings):
         return RunResult([], 0, False)
     codes = settings.enabled_codes(filename)
-    shown = display_of(filename) if filename != "-" else "-"
-    oversized = _oversized(filename, len(data), settings, shown)
-    findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, shown)
+    display = display_of(filename) if filename != "-" else "-"
+    oversized = _oversized(filename, len(data), settings, display)
+    with Project().reading(settings.src):
+        findings, crashed = ([oversized], False) if oversized else _lint_data(filename, data, codes, display)
     findings = sorted((f for f in findings if f.code in codes), key=Finding.sort_key)
     return RunResult(findings, 1, crashed)

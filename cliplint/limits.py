@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Optional, Tuple
 
-from .facts import cpython_tree, nesting, split_lines
 from .findings import Finding, bad_input
+from .trees import cpython_tree, nesting, split_lines
 
 _BRACKETS = re.compile(r"[()\[\]{}]")
 MAX_NESTING = 100  # brackets; CPython itself stops at 200

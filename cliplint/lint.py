@@ -6,14 +6,16 @@ most files of a tree never pay for it.
 from __future__ import annotations
 
 import gc
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 from .files import decode_python
 from .findings import Finding, bad_input, syntax_error
 
 if TYPE_CHECKING:
     from .facts import Facts
+    from .project.session import Imported
 
 
 def prefilter(data: bytes, rules: Sequence) -> bool:
@@ -66,16 +68,24 @@ PYCF_ONLY_AST = 0x400  # ast.PyCF_ONLY_AST, without importing ast for a file no 
 def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List[Finding], bool]:
     """Python source (a file, or a notebook's cells as one program): the ast gate, the reduced
     parse, then the rules."""
-    from .facts import Facts, cpython_tree  # CPython's ast: imported only when a file passes the prefilter
+    from .facts import Facts  # CPython's ast: imported only when a file passes the prefilter
+    from .trees import cpython_tree
 
     tree = _without_gc(cpython_tree, text)  # the ast gate's; its walk also measures the nesting gate's depth
     facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
+    imported = _imported(path, tree)
+    if imported is not None and facts is not None:  # what a helper holds counts as the file's for the gate
+        from .project.session import add_gate_facts
+
+        add_gate_facts(facts, imported)
     rules = gate(facts, rules)
     if not rules:
         return [], False
     lines = None
     if facts is not None:
         words = {token.decode() for rule in rules for token in (*rule.tokens, *rule.context_tokens)}
+        if imported is not None:  # a definition using an imported helper may be what a rule follows
+            words |= imported.names
         from .reduction import reduced
 
         text, lines = reduced(facts, text, sorted(words))
@@ -86,10 +96,35 @@ def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List
     refused, risky = assess(text, facts.nesting if facts is not None else None)
     if refused is not None:
         return [replace(refused, path=display)], False
-    if not risky:
-        return lint_module(path, text, rules, display, lines, gated=True)
-    result, died = contained(lint_module, path, text, rules, display, lines, True)
+    with _linking(imported):
+        if not risky:
+            return lint_module(path, text, rules, display, lines, gated=True)
+        result, died = contained(lint_module, path, text, rules, display, lines, True)
     return (died_parsing(display, died), False) if died else result
+
+
+def _imported(path: str, tree) -> Optional["Imported"]:
+    """The summaries of the project's modules `tree` imports, when a run follows them."""
+    from .project.session import CURRENT
+
+    reading = CURRENT.get()
+    return reading.prepare(path, tree) if reading is not None and tree is not None else None
+
+
+@contextmanager
+def _linking(imported: Optional["Imported"]) -> Iterator[None]:
+    """While the module is analysed, its dataflow reads the summaries it imports too."""
+    if imported is None:
+        yield
+        return
+    from .flow.local import LINK
+    from .project.link import link
+
+    token = LINK.set(lambda ctx: link(ctx, imported))
+    try:
+        yield
+    finally:
+        LINK.reset(token)
 
 
 def died_parsing(display: str, how: str) -> List[Finding]:

@@ -15,7 +15,7 @@ from typing import Dict, Iterator, List, Optional, Protocol, Tuple
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from .facts import split_lines
+from .trees import split_lines
 
 Span = Tuple[int, int]  # start and end offsets
 Place = Tuple[int, int, int, int]  # 1-based line, column, end line, end column

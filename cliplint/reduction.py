@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .facts import DEFINITIONS, Facts, Position, Sorted, end, first_line, last_line, split_lines
+from .facts import DEFINITIONS, Facts, Position, Sorted, end, first_line, last_line
+from .trees import split_lines
 
 
 def reduced(facts: Facts, text: str, words: Sequence[str]) -> Tuple[str, List[int]]:

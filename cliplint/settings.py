@@ -35,7 +35,7 @@ DEFAULT_EXCLUDE = (
 )
 KEYS = {"select", "extend-select", "ignore", "per-file-ignores", "exclude", "extend-exclude",
         "force-exclude", "respect-gitignore", "max-file-size", "config-files", "fix", "unsafe-fixes",
-        "severity", "fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir"}
+        "severity", "fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir", "src"}
 SEVERITIES = ("error", "warning")
 # The settings of a whole run, not of a file: taken from the settings of the first path named
 # (the current folder's by default), and a flag given on the command line wins.
@@ -173,6 +173,7 @@ class Settings:
     unsafe_fixes: bool = False  # `unsafe-fixes = true`: unsafe fixes too
     severity: Tuple[Tuple[str, str], ...] = ()  # (code, "error" | "warning"): a rule's severity changed
     run: Tuple[Tuple[str, object], ...] = ()  # the run-wide keys set here (RUN_DEFAULTS' names)
+    src: Tuple[str, ...] = ()  # `src = [...]`: more source roots for the project's imports (absolute)
 
     def severity_of(self, code: str, default: str) -> str:
         return dict(self.severity).get(code, default)
@@ -290,6 +291,9 @@ def settings_from_table(table: dict, root: str, source: str) -> Settings:
         settings = replace(settings, max_file_size=size)
     if "severity" in table:
         settings = replace(settings, severity=_severities(table["severity"], where))
+    if "src" in table:  # as ruff's `src`: folders, relative to the configuration file's
+        settings = replace(settings, src=tuple(os.path.normpath(os.path.join(root, folder))
+                                               for folder in _strings(table["src"], "src", where)))
     run = tuple((key.replace("-", "_"), _run_value(key, table[key], root, where))
                 for key in ("fail-on", "verify-timeout", "verify-budget", "jobs", "cache-dir") if key in table)
     return replace(settings, run=run)

@@ -19,8 +19,8 @@ from lsp_client import CONFIG, editor_capabilities, initialize_params, published
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from cliplint.facts import cpython_tree, nesting
 from cliplint.limits import MAX_DEPTH, assess, lexical_nesting
+from cliplint.trees import cpython_tree, nesting
 
 ROOT = Path(__file__).resolve().parent.parent
 _SPEC = importlib.util.spec_from_file_location("fuzz_parser", ROOT / "bench" / "fuzz_parser.py")

@@ -37,6 +37,9 @@ class CallSummaries(LocalFlow):
             if isinstance(lam, cst.Lambda):
                 return lam
         if isinstance(func, cst.Attribute):
+            binding = self.imported(func)  # `models.build(...)`: a function of a project module
+            if binding is not None and binding.kind == "def":
+                return binding.owner
             cls = self.class_of(func.value)
             return self.method_named(cls, func.attr.value) if cls is not None else None
         instance = self.class_of(func) if isinstance(func, (cst.Name, cst.Call)) else None
@@ -56,10 +59,20 @@ class CallSummaries(LocalFlow):
             binding = self.binding_of(expr)
             if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
                 return binding.owner
+        if isinstance(expr, cst.Attribute):  # `models.Agent`, of a project module
+            found = self._imported_class(expr)
+            if found is not None:
+                return found
         value = self.value_of(expr)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
             return self.class_of(value.func, depth + 1)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):  # models.Agent(...)
+            return self._imported_class(value.func)
         return None
+
+    def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
+        binding = self.imported(expr)
+        return binding.owner if binding is not None and isinstance(binding.owner, cst.ClassDef) else None
 
     def method_named(self, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of a class of this module, or of the nearest of its bases defined here."""
@@ -149,7 +162,9 @@ class CallSummaries(LocalFlow):
         text = text if len(text) <= 60 else text[:57] + "..."
         scope = self.scope_of(call)
         where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
-        return f"`{text}`{where}"
+        defined_at = getattr(self.ctx, "defined_at", None)  # a function of another project module
+        elsewhere = defined_at(self.callee(call)) if defined_at is not None else None
+        return f"`{text}`{where}" + (f", which runs {elsewhere}" if elsewhere else "")
 
     def not_taken(self, node: cst.CSTNode, function: Function, call: cst.Call) -> bool:
         """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with

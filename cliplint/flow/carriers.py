@@ -216,17 +216,27 @@ def trace(flow: Dataflow, expr: Optional[cst.BaseExpression],
     through every carrier (`origins`), out of containers (`held`), and through the hops a model
     adds (`through`: transforms that keep what it looks for, such as a reshape of a sum).
     Breadth first, so the nearest answer wins; bounded, so cycles and recursion end."""
-    todo = [expr] if expr is not None else []
+    found = traced(flow, expr, classify, through)
+    return found[0] if found is not None else None
+
+
+def traced(flow: Dataflow, expr: Optional[cst.BaseExpression],
+           classify: Callable[[cst.BaseExpression], Optional[Found]],
+           through: Callable[[cst.BaseExpression], List[cst.BaseExpression]] = lambda e: []
+           ) -> Optional[Tuple[Found, Tuple[str, ...]]]:
+    """`trace`, with the calls the value came in through (outermost first), for messages."""
+    todo: List[Tuple[cst.BaseExpression, Tuple[str, ...]]] = [(expr, ())] if expr is not None else []
     seen: Set[cst.BaseExpression] = set()
     while todo and len(seen) < TRACE_LIMIT:
-        current = todo.pop(0)
+        current, via = todo.pop(0)
         if current in seen:
             continue
         seen.add(current)
         found = classify(current)
         if found is not None:
-            return found
-        todo += [o.expr for o in origins(flow, current)] + held(flow, current) + through(current)
+            return found, via
+        todo += [(o.expr, via + o.via) for o in origins(flow, current)]
+        todo += [(e, via) for e in (*held(flow, current), *through(current))]
     return None
 
 

@@ -9,11 +9,12 @@ bindings sit local aliases of imported names; calls between the module's functio
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple, cast
+from contextvars import ContextVar
+from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import libcst as cst
 
-from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS
+from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS, dotted_name
 from .bindings import Binding, Kind
 from .calls import CallSummaries
 from .constants import FlagDefaults
@@ -32,13 +33,18 @@ from .nodes import (
 # real code has (a training step calls a loss helper that calls a small log helper); each level
 # multiplies the call sites to look at, and deeper chains were not seen in the real-code set.
 PARAMETER_DEPTH = 2
+# Set while a file that imports its project's modules is linted (`project.link`): the index
+# the dataflow reads instead of the file's own, holding the summaries of what it imports too.
+LINK: ContextVar[Optional[Callable[[ModuleIndex], ModuleIndex]]] = ContextVar("cliplint_link", default=None)
 
 
 class Dataflow(CallSummaries, FlagDefaults):
     """The bindings of one module, collected once, and what the rules ask of them."""
 
     def __init__(self, ctx: ModuleIndex) -> None:
-        self.ctx = ctx
+        link = LINK.get()
+        self.ctx = link(ctx) if link is not None else ctx
+        self._linked = getattr(self.ctx, "imported", None)  # None unless linked with other modules
         self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
@@ -210,7 +216,7 @@ class Dataflow(CallSummaries, FlagDefaults):
             bound = [b for b in self._attribute_bindings(use) if b.kind != "append"]
             at, scope = self.ctx.pre[use], self.scope_of(use)
             local = [b for b in bound if b.visible_from <= at and self.scope_of(b.owner) is scope]
-            return local[-1] if local else bound[-1] if bound else None
+            return local[-1] if local else bound[-1] if bound else self.imported(use)
         if not isinstance(use, cst.Name):
             return None
         comprehension = self._comprehension_binding(use)
@@ -228,10 +234,28 @@ class Dataflow(CallSummaries, FlagDefaults):
                 if not innermost:  # a closure sees the enclosing scope's final binding
                     return found[-1]
             if isinstance(scope, cst.Module):
-                return None
+                return self.imported(use)
             scope = self.scope_of(scope)
             innermost = False
         return None
+
+    def imported(self, use: cst.CSTNode) -> Optional[Binding]:
+        """The binding in another module of the project that a name (or `module.name`) imported
+        from it refers to: its last top-level binding there (`project.link.Linked.imported`)."""
+        imported = self._linked
+        if imported is None or not isinstance(use, (cst.Name, cst.Attribute)):
+            return None
+        name = dotted_name(use)
+        if name is None:
+            return None
+        module = self.scope_of(use)
+        while not isinstance(module, cst.Module):
+            module = self.scope_of(module)
+        found = imported(module, name)
+        if found is None:
+            return None
+        bound = [b for b in self._bindings.get(found, []) if b.kind != "append"]
+        return bound[-1] if bound else None
 
     def value_of(self, expr: cst.BaseExpression, depth: int = 0) -> cst.BaseExpression:
         """Follow `x = <expr>` assignments (and `a, b = <tuple>` unpacking) back to the expression

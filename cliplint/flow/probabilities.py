@@ -23,7 +23,7 @@ from ..names import (
     STACKS,
     SUMS,
 )
-from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace
+from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace, traced
 from .constants import UNKNOWN, constant
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
@@ -101,7 +101,7 @@ class Probabilities:
         """The constructor call of the layer whose output a Sequential or functional model built
         in this module returns (`Dense(1)` in `Sequential([..., Dense(1)])`, `.add(Dense(1))`,
         `Model(inp, Dense(1)(h))`, also from a builder function's return), else None."""
-        value = self._built(model)
+        value = self._built(model)[0]
         if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
             return None
         built = self.flow.callee(value)
@@ -324,7 +324,20 @@ class Probabilities:
             return None
         seen = seen | {model}
         flow = self.flow
-        value = self._built(model)
+        value, via = self._built(model)
+        found = self._built_model(value, seen, padded, call)
+        if found is not None or call is None:
+            return found._replace(via=via + found.via) if found is not None else None
+        called = flow.callee(call)
+        if isinstance(called, (cst.FunctionDef, cst.Lambda)):
+            return self._from_returns(called, call, lambda r: self.probability(r, seen, padded), seen)
+        return None  # Net()(x) is rare; Net(x) builds an object
+
+    def _built_model(self, value: cst.BaseExpression, seen: FrozenSet[cst.CSTNode], padded: bool,
+                     call: Optional[cst.Call]) -> Optional[Source]:
+        """What calling the model `value` built returns: its last layer's or output's activation,
+        a builder's returns, a class's `call`."""
+        flow = self.flow
         if isinstance(value, cst.Call):
             name = self.ctx.call_name(value)
             kind = activation_of(self.flow, value) if call is not None else None
@@ -339,29 +352,23 @@ class Probabilities:
                 return self._from_returns(built, value, lambda r: self._model(r, seen, padded), seen)
             if isinstance(built, cst.ClassDef):  # net = Net(); net(x)
                 return self._class_call(built, call, seen, padded)
-        if call is None:
-            return None
-        called = flow.callee(call)
-        if isinstance(called, (cst.FunctionDef, cst.Lambda)):
-            return self._from_returns(called, call, lambda r: self.probability(r, seen, padded), seen)
-        if isinstance(called, cst.ClassDef):  # Net()(x) is rare; Net(x) builds an object
-            return None
         return None
 
-    def _built(self, model: cst.BaseExpression) -> cst.BaseExpression:
+    def _built(self, model: cst.BaseExpression) -> Tuple[cst.BaseExpression, Tuple[str, ...]]:
         """The call that built the model `model` holds, through every carrier (a builder's
         return, a parameter, an attribute, a container): a Sequential or functional model, an
-        instance of a class of this module, a layer; else `model`'s own value."""
+        instance of a class of this module, a layer; else `model`'s own value. With the calls
+        it came in through."""
         def builds(value: cst.BaseExpression) -> Optional[cst.Call]:
             if not isinstance(value, cst.Call):
                 return None
             if self.ctx.call_name(value) in SEQUENTIAL | FUNCTIONAL or activation_of(self.flow, value):
                 return value
             return value if isinstance(self.flow.callee(value), cst.ClassDef) else None
-        found = trace(self.flow, model, builds)
+        found = traced(self.flow, model, builds)
         if found is not None:
             return found
-        return self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model
+        return (self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model), ()
 
     def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:
         method = self.flow.method_named(cls, "call") or self.flow.method_named(cls, "__call__")
@@ -381,8 +388,16 @@ class Probabilities:
                 continue
             found = follow(value)
             if found is not None and (call is None or not self._inside_off_branch(found.node, function, call)):
-                return found
+                return self._elsewhere(found, function, call)
         return None
+
+    def _elsewhere(self, found: Source, function: cst.CSTNode, call: Optional[cst.Call]) -> Source:
+        """`found` with the call named when `function` is another project module's (the message
+        then says where the value was made)."""
+        defined_at = getattr(self.flow.ctx, "defined_at", None)
+        if call is None or defined_at is None or not defined_at(function):
+            return found
+        return found._replace(via=(self.flow.describe_call(call),) + found.via)
 
     def _inside_off_branch(self, node: cst.CSTNode, function: Function, call: cst.Call) -> bool:
         return self.ctx.encloses(function, node) and self.flow.not_taken(node, function, call)

@@ -177,7 +177,7 @@ class SoftmaxThenFromLogits(Rule):
                 output = ctx.flow.model_output(func.value) if kind else None
                 if output and output[0] == kind:
                     yield self._report(ctx, loss, kind, output[1], "the model output",
-                                       {"loss": ctx.flow.snippet(ctx.flow.value_of(loss))})
+                                       {"loss": ctx.flow.snippet(ctx.flow.value_of(loss))}, output.via)
             else:
                 yield from self._direct(ctx, call)
 

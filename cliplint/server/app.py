@@ -29,7 +29,8 @@ from ..incremental import Document
 from ..settings import ConfigError
 from .actions import FIX_ALL, fix_action, fix_all_action, noqa_action, wanted
 from .changes import noqa_change
-from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, diagnose, kind_of
+from .dependents import Dependents
+from .documents import NOTEBOOK, Part, Snapshot, WorkspaceSettings, kind_of
 from .fixes import fix_all, quick_fixes
 from .pages import hover_text
 from .protocol import contains, diagnostic, lines_of, overlaps
@@ -97,6 +98,7 @@ class CliplintServer(LanguageServer):
         self.verify_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cliplint-verify")
         self.settings = WorkspaceSettings()  # used by the lint thread only
         self.tracked: Dict[str, Tracked] = {}  # document (or notebook) URI -> its state
+        self.dependents = Dependents()  # what each lint read of the project's other modules
         self.debounce = DEFAULT_DEBOUNCE
         self.verifier = Verifier(DEFAULT_VERIFY_TIMEOUT)
         self.shutdown_requested = False
@@ -191,7 +193,9 @@ class CliplintServer(LanguageServer):
         tracked = self.state(snapshot.key)
         tracked.started = time.monotonic()
         found = await asyncio.get_running_loop().run_in_executor(
-            self.lint_pool, diagnose, snapshot, self.settings, tracked.buffer, False)
+            self.lint_pool, self.dependents.diagnose, snapshot, self.settings, tracked.buffer, False)
+        for importer in self.dependents.take_stale(snapshot.key):  # they read its old summary
+            self.schedule(importer, 0)
         if self.current_version(snapshot.key) != snapshot.version:
             return None  # stale: a newer version is (or will be) linted
         self.state(snapshot.key).linted = Versioned(snapshot.version, found)
@@ -228,6 +232,8 @@ class CliplintServer(LanguageServer):
         tracked = self.tracked.pop(key, None)
         if tracked is not None:
             tracked.cancel()
+        for importer in self.dependents.forget(key, self.path_of(key)):  # they read the disk's version now
+            self.schedule(importer, 0)
         published = list(tracked.published) if tracked is not None else []
         self.clear(uris + [uri for uri in published if uri not in uris])
 
@@ -258,7 +264,7 @@ class CliplintServer(LanguageServer):
             raise ValueError(f"{uri} changed while it was being linted; run the command again")
         loop = asyncio.get_running_loop()
         probed = await loop.run_in_executor(  # live diagnostics carry no probe: lint again with them
-            self.lint_pool, diagnose, snapshot, self.settings, self.state(key).buffer, True)
+            self.lint_pool, self.dependents.diagnose, snapshot, self.settings, self.state(key).buffer, True)
         placed = [(part_uri, f) for part_uri, findings in probed.items() for f in findings]
         token = await self._begin_progress(len(placed))
 

@@ -10,9 +10,9 @@ from typing import Callable, List, Sequence
 
 from lsprotocol import types
 
-from ..facts import split_lines
 from ..findings import Finding
 from ..report.links import rule_url
+from ..trees import split_lines
 
 SOURCE = "cliplint"
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning}

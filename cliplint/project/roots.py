@@ -1,0 +1,57 @@
+"""The source roots of a module: where Python would find the project's absolute imports."""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple
+
+MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+
+
+@lru_cache(maxsize=4096)
+def project_root(folder: str) -> Optional[str]:
+    """The nearest folder at or above `folder` holding a pyproject.toml, setup.py, setup.cfg or
+    .git; None when there is none (a loose script)."""
+    while True:
+        if any(os.path.exists(os.path.join(folder, marker)) for marker in MARKERS):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def source_roots(path: str, configured: Sequence[str] = ()) -> Tuple[str, ...]:
+    """The folders absolute imports are looked up in, first match wins: the `src` setting's,
+    the project root's `src/` (a src layout), the project root, and the module's own folder
+    unless it is a package (`python train.py` puts a script's folder first on `sys.path`, so a
+    flat layout's `import models` works; a package's `math.py` is no `import math`)."""
+    return _roots(os.path.abspath(path), tuple(configured))  # memoised by where the file is, not how it is named
+
+
+@lru_cache(maxsize=4096)
+def _roots(path: str, configured: Tuple[str, ...]) -> Tuple[str, ...]:
+    here = os.path.dirname(path)
+    root = project_root(here)
+    found = list(configured)
+    if root is not None:
+        src = os.path.join(root, "src")
+        found += [src, root] if os.path.isdir(src) else [root]
+    if not os.path.isfile(os.path.join(here, "__init__.py")):  # a package's module is imported, not run
+        found.append(here)
+    return tuple(dict.fromkeys(os.path.normpath(folder) for folder in found))
+
+
+def dotted(path: str, roots: Sequence[str]) -> str:
+    """`mypkg.models` for src/mypkg/models.py: the module's name under the first root holding it
+    (for messages; modules are known by their files)."""
+    absolute = os.path.abspath(path)
+    for root in roots:
+        if absolute.startswith(root.rstrip(os.sep) + os.sep):
+            parts = os.path.relpath(absolute, root).split(os.sep)
+            parts[-1] = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
+            if parts[-1] == "__init__":
+                parts.pop()
+            if parts and all(part.isidentifier() for part in parts):
+                return ".".join(parts)
+    return os.path.splitext(os.path.basename(path))[0]

@@ -1,0 +1,179 @@
+"""Issue 28, through the installed command: the project's own imports are followed.
+
+The fixtures (fixtures/project/) are a package in a `src/` layout and a flat layout: relative
+and absolute imports, `import a.b as c`, a star import of constants, an `__init__` re-export,
+an import cycle (models <-> layers), a namespace package and a notebook importing the package.
+Each mistake is split across modules; its finding is in the module where the sink is (its
+`# expect:` markers, which tests/test_golden.py checks file by file too). The clean twins are the
+same projects with logits and `clip_by_global_norm`.
+"""
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTS = ROOT / "fixtures" / "project"
+MARKER = re.compile(r"#\s*expect:\s*(?P<codes>CL\d{3}(?:\s*,\s*CL\d{3})*)")
+# What makes each fixture project's clean twin: logits instead of probabilities, one global clip,
+# a positive clip value.
+TWIN = (('activation="softmax"', "activation=None"), ("tf.nn.softmax(logits)", "logits"),
+        ("[tf.clip_by_norm(g, CLIP_NORM) for g in grads]", "tf.clip_by_global_norm(grads, CLIP_NORM)[0]"),
+        ("CLIPVALUE = -1.0", "CLIPVALUE = 0.5"))
+
+
+def expected(root: Path):
+    """{(path, line, code)} from the `# expect:` markers of a project's Python files."""
+    found = set()
+    for path in root.rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = MARKER.search(line)
+            if match:
+                found |= {(path.relative_to(root).as_posix(), number, code.strip())
+                          for code in match.group("codes").split(",")}
+    return found
+
+
+def findings(result, cells=False):
+    assert result.returncode in (0, 1), result.stderr
+    records = json.loads(result.stdout)
+    return {(r["path"], r["line"], r["code"]) for r in records if cells == ("cell" in r)}
+
+
+@pytest.fixture
+def project(tmp_path):
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(PROJECTS / name, target)
+        return target
+    return copy
+
+
+def twin(root: Path) -> None:
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        for old, new in TWIN:
+            text = text.replace(old, new)
+        path.write_text(MARKER.sub("", text))
+
+
+@pytest.mark.parametrize("name", ["src_layout", "flat_layout"])
+def test_every_finding_is_where_the_sink_is(project, run_cli, name):
+    root = project(name)
+    result = run_cli("--output-format", "json", "--no-cache", ".", cwd=root)
+    assert findings(result) == expected(root)
+    assert expected(root)
+
+
+def test_the_new_users_case_is_reported_in_train_py_with_the_import_chain(project, run_cli):
+    root = project("src_layout")
+    result = run_cli("--no-cache", "src/mypkg/train.py", cwd=root)
+    line = next(line for line in result.stdout.splitlines() if "CL010" in line)
+    assert line.startswith("src/mypkg/train.py:12:")
+    assert "`build_classifier(10)`, which runs `mypkg.models.build_classifier` (src/mypkg/models.py:7)" in line
+
+
+def test_a_notebook_imports_the_package_through_its_init(project, run_cli):
+    root = project("src_layout")
+    result = run_cli("--output-format", "json", "--no-cache", "notebooks/explore.ipynb", cwd=root)
+    records = json.loads(result.stdout)
+    assert [(r["code"], r["cell"], r["line"]) for r in records] == [("CL010", 3, 2)]
+    assert "mypkg.models.build_classifier" in records[0]["message"]
+
+
+@pytest.mark.parametrize("name", ["src_layout", "flat_layout"])
+def test_the_clean_twins_have_no_finding(project, run_cli, name):
+    root = project(name)
+    twin(root)
+    result = run_cli("--no-cache", ".", cwd=root)
+    assert result.returncode == 0, result.stdout
+    assert "All checks passed" in result.stdout
+
+
+@pytest.mark.parametrize("cache", [["--no-cache"], []])
+def test_a_one_file_run_reads_the_modules_it_imports(project, run_cli, cache):
+    """pre-commit passes only the changed file: its imports are summarised on demand, cold or
+    from the cache."""
+    root = project("src_layout")
+    every = {f for f in expected(root) if f[0] == "src/mypkg/train.py"}
+    for _ in range(2):  # cold, then warm
+        result = run_cli("--output-format", "json", *cache, "src/mypkg/train.py", cwd=root)
+        assert findings(result) == every
+
+
+def test_a_helpers_change_changes_its_importers_findings_in_a_warm_run(project, run_cli):
+    root = project("src_layout")
+    models = root / "src" / "mypkg" / "models.py"
+    original = models.read_text()
+    before = findings(run_cli("--output-format", "json", ".", cwd=root))
+    assert ("src/mypkg/train.py", 12, "CL010") in before
+    models.write_text(original.replace('activation="softmax"', "activation=None"))
+    after = findings(run_cli("--output-format", "json", ".", cwd=root))
+    assert after == before - {("src/mypkg/train.py", 12, "CL010")}
+    models.write_text(original)
+    assert findings(run_cli("--output-format", "json", ".", cwd=root)) == before
+    # the same for one file named alone, after the helper changed behind the cache's back
+    models.write_text(original.replace('activation="softmax"', "activation=None"))
+    alone = findings(run_cli("--output-format", "json", "src/mypkg/train.py", cwd=root))
+    assert ("src/mypkg/train.py", 12, "CL010") not in alone
+
+
+def test_a_change_that_leaves_the_summary_alone_keeps_the_cached_result(project, run_cli):
+    """A comment or an unrelated function changes the helper's bytes, not its summary."""
+    root = project("src_layout")
+    models = root / "src" / "mypkg" / "models.py"
+    first = findings(run_cli("--output-format", "json", ".", cwd=root))
+    models.write_text(models.read_text() + "\n\ndef unrelated():\n    return 1\n")
+    assert findings(run_cli("--output-format", "json", ".", cwd=root)) == first
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+COMPILE = ("import tensorflow as tf\nfrom {module} import build\nmodel = build()\n"
+           "model.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n")
+BUILD = ("import tensorflow as tf\n\n\ndef build():\n"
+         "    return tf.keras.Sequential([tf.keras.layers.Dense(3, activation='softmax')])\n")
+
+
+def test_the_src_setting_adds_a_source_root(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", '[tool.cliplint]\nsrc = ["lib"]\n')
+    write(tmp_path, "lib/shapes/builders.py", BUILD)
+    write(tmp_path, "scripts/fit.py", COMPILE.format(module="shapes.builders"))
+    result = run_cli("--output-format", "json", "--no-cache", "scripts/fit.py")
+    assert findings(result) == {("scripts/fit.py", 4, "CL010")}
+
+
+def test_a_cycle_of_re_exports_ends(tmp_path, run_cli):
+    """a re-exports b's name and b re-exports a's: the name is nowhere, and the run ends."""
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "pkg/__init__.py", "from .a import build\n")
+    write(tmp_path, "pkg/a.py", "from .b import build\nfrom . import b\n")
+    write(tmp_path, "pkg/b.py", "from .a import build\nfrom .a import *\n")
+    write(tmp_path, "fit.py", COMPILE.format(module="pkg"))
+    result = run_cli("--no-cache", "fit.py")
+    assert result.returncode == 0 and "All checks passed" in result.stdout
+
+
+def test_a_helper_that_does_not_parse_leaves_its_name_opaque(tmp_path, run_cli):
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "helpers.py", BUILD + "def broken(:\n")
+    write(tmp_path, "fit.py", COMPILE.format(module="helpers"))
+    result = run_cli("--output-format", "json", "--no-cache", "fit.py")
+    assert findings(result) == set()
+
+
+def test_third_party_modules_are_not_read(tmp_path, run_cli):
+    """`tensorflow` is not in the project: nothing of the installed package is summarised."""
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "fit.py", COMPILE.format(module="tensorflow.keras.models"))
+    result = run_cli("--output-format", "json", "fit.py")
+    assert findings(result) == set()
+    assert not (tmp_path / ".cliplint_cache" / "summaries").exists() or not any(
+        (tmp_path / ".cliplint_cache" / "summaries").rglob("*?"))
