@@ -473,8 +473,7 @@ def server() -> int:
         click.echo("cliplint: error: `cliplint server` needs pygls and lsprotocol: install cliplint's `lsp` extra "
                    "(in a clone: pip install '.[lsp]'; see the README's Install)", err=True)
         return EXIT_ERROR
-    serve()
-    return EXIT_CLEAN
+    return serve()
 
 
 def console() -> NoReturn:

@@ -177,3 +177,22 @@ def test_third_party_modules_are_not_read(tmp_path, run_cli):
     assert findings(result) == set()
     assert not (tmp_path / ".cliplint_cache" / "summaries").exists() or not any(
         (tmp_path / ".cliplint_cache" / "summaries").rglob("*?"))
+
+
+LINEAR_BUILD = ("from tensorflow import keras\n\n\ndef build(classes):\n"
+                "    hidden = keras.layers.Dense(64, activation='relu')\n"
+                "    return keras.Sequential([hidden, keras.layers.Dense({last})])\n")
+FIT = ("from models import build\n\nmodel = build(10)\n"
+       "model.compile(optimizer='adam', loss='categorical_crossentropy')\nmodel.fit(features, labels)\n")
+
+
+@pytest.mark.parametrize("last, found", [("classes", {("fit.py", 4, "CL012")}),
+                                         ("classes, activation='softmax'", set())])
+def test_a_linear_model_built_in_another_module_is_followed_to_its_loss(tmp_path, run_cli, last, found):
+    """CL012's source (a last layer without activation) is in models.py and nothing the rules
+    look for is written in fit.py: the summary keeps model builders, and the gate reads them."""
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "models.py", LINEAR_BUILD.format(last=last))
+    write(tmp_path, "fit.py", FIT)
+    result = run_cli("--output-format", "json", "--no-cache", "fit.py")
+    assert findings(result) == found

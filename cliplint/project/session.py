@@ -206,14 +206,17 @@ def add_gate_facts(facts, imported: Imported) -> None:
     for ref, names in imported.linked.items():
         summary = imported.summaries[ref]
         lines = summary["code"].splitlines(keepends=True)
+        # the summary's code starts with its module's imports: a definition's TF names qualify there
+        imports = "".join(lines[:min((span[0] for span in summary["spans"].values()), default=1) - 1])
         for span in dict.fromkeys(tuple(summary["spans"][name]) for name in names):
             key = (summary["hash"], span)
             if key not in _summary_facts:
-                _summary_facts[key] = Facts.of("".join(lines[span[0] - 1:span[1]]))
+                _summary_facts[key] = Facts.of(imports + "".join(lines[span[0] - 1:span[1]]))
             other = _summary_facts[key]
             if other is not None:
                 for field_name in _GATE_FIELDS:
                     _widen(facts, field_name, getattr(other, field_name))
+                facts.qualified().update(other.qualified())  # what `refers_to` asks
 
 
 def _widen(facts, name: str, more) -> None:

@@ -12,16 +12,16 @@ Needs pygls and lsprotocol (`pip install 'cliplint[lsp]'`); the rest of cliplint
 """
 from __future__ import annotations
 
-import os
 import signal
 import sys
 
 from .app import build
 
 
-def serve() -> None:
-    """Speak LSP on stdin/stdout until the editor says exit (or goes away), then stop the verifier
-    and exit: 0 after a shutdown request, 1 without one (as the protocol asks)."""
+def serve() -> int:
+    """Speak LSP on stdin/stdout until the editor says exit (or goes away), then stop the verifier;
+    the exit code: 0 after a shutdown request, 1 without one (as the protocol asks). The console
+    entry point exits without waiting for the thread still blocked reading stdin."""
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() must not corrupt the protocol stream
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
@@ -31,5 +31,4 @@ def serve() -> None:
     finally:
         server.close()
     sys.stderr.flush()
-    # Not a normal interpreter exit: the thread blocked reading stdin would keep it waiting.
-    os._exit(0 if server.shutdown_requested else 1)
+    return 0 if server.shutdown_requested else 1
