@@ -14,7 +14,7 @@ import json
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..cache import code_fingerprint, open_store, stat_key
 from ..files import decode_python, read_regular
@@ -23,6 +23,9 @@ from .lookup import Lookup, Table
 from .resolve import import_map
 from .roots import source_roots
 from .summary import chains, summarise
+
+if TYPE_CHECKING:  # CPython's ast facts: imported only when a gate is widened
+    from ..facts import Facts
 
 # How far a file's imports are followed: the modules whose code one file is linked with (those
 # defining what it uses), and the hops from a definition to what it uses in turn. A training
@@ -194,7 +197,8 @@ CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=
 _GATE_FIELDS = ("words", "stored_attributes", "none_compare", "assigned", "calls_by_name", "keyword_values",
                 "argument_callees", "statement_callees", "assignments", "single_assignments", "iterables",
                 "zipped_first", "bindings", "calls")
-_summary_facts: Dict[Tuple[str, Tuple[int, ...]], object] = {}  # (summary, a definition's lines) -> its Facts
+# (summary, a definition's lines) -> its Facts
+_summary_facts: Dict[Tuple[str, Tuple[int, ...]], Optional["Facts"]] = {}
 
 
 def add_gate_facts(facts, imported: Imported) -> None:
