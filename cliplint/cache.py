@@ -147,10 +147,19 @@ def _mark_folder(root: int) -> None:
             out.write(text)
 
 
-@lru_cache(maxsize=None)
+_ROOTS: Dict[str, Tuple[Optional[int], str]] = {}  # once per process: see `release`
+_STORES: Dict[Tuple[str, str], Tuple[Optional["Store"], str]] = {}
+
+
 def _root(absolute: str, folder: str) -> Tuple[Optional[int], str]:
     """The cache folder, opened and marked once per process and place (`absolute`), or None and
     why (empty: an I/O error)."""
+    if absolute not in _ROOTS:
+        _ROOTS[absolute] = _opened_root(folder)
+    return _ROOTS[absolute]
+
+
+def _opened_root(folder: str) -> Tuple[Optional[int], str]:
     try:
         root = _open_root(folder)
     except CacheRefused as err:
@@ -238,6 +247,11 @@ class Store:
         self.descriptor = _open_folder(name, root, display, create=True)
         self.folders: Dict[str, int] = {}
 
+    def close(self) -> None:
+        for descriptor in (*self.folders.values(), self.descriptor):
+            os.close(descriptor)
+        self.folders.clear()
+
     def _folder(self, prefix: str, create: bool) -> Optional[int]:
         if prefix not in self.folders:
             try:
@@ -284,8 +298,13 @@ def open_store(folder: str, name: str) -> Tuple[Optional[Store], str]:
     return _open_store(os.path.abspath(folder), folder, name)
 
 
-@lru_cache(maxsize=None)
 def _open_store(absolute: str, folder: str, name: str) -> Tuple[Optional[Store], str]:
+    if (absolute, name) not in _STORES:
+        _STORES[(absolute, name)] = _opened_store(absolute, folder, name)
+    return _STORES[(absolute, name)]
+
+
+def _opened_store(absolute: str, folder: str, name: str) -> Tuple[Optional[Store], str]:
     root, why = _root(absolute, folder)
     if root is None:
         return None, why
@@ -396,3 +415,18 @@ class LastRun:
         """Replace the entry when anything differs from what was read."""
         if entries != self.entries:
             self.cache.store.write(self.name, json.dumps(entries, separators=(",", ":")).encode())
+
+
+def release() -> None:
+    """Close the cache folders and stores this process opened, and forget them and the user key:
+    a process running cliplint several times (the test suite, in process) starts each run as a
+    new process would, without keeping descriptors from the last."""
+    for store, _ in _STORES.values():
+        if store is not None:
+            store.close()
+    for root, _ in _ROOTS.values():
+        if root is not None:
+            os.close(root)
+    _STORES.clear()
+    _ROOTS.clear()
+    _user_key.cache_clear()

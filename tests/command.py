@@ -25,11 +25,9 @@ def run_in_process(args: Sequence[str], cwd: Union[str, Path], stdin: Optional[s
                    env: Optional[Dict[str, Optional[str]]] = None) -> Ran:
     """The command in `cwd`, with `stdin` as standard input and `env` over the environment (None
     removes a variable). The cache's once-per-process state (opened folders, the user key) is
-    dropped first, as a new process starts without it. An exception the command does not handle
+    released first, as a new process starts without it. An exception the command does not handle
     fails the test, as a traceback would."""
-    for value in vars(cache).values():
-        if hasattr(value, "cache_clear"):
-            value.cache_clear()
+    cache.release()
     here = os.getcwd()
     os.chdir(cwd)
     try:

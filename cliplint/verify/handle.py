@@ -110,11 +110,14 @@ class WorkerHandle:
     def _read(self, timeout: float, expected: int, start: Optional[float] = None, cpu: float = float("inf")) -> dict:
         deadline = time.monotonic() + timeout
         fd = self.answers.fileno()
+        waiting = select.poll()  # not select(): a descriptor above FD_SETSIZE (1024) is fine
+        waiting.register(fd, select.POLLIN)
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
-            ready, _, _ = select.select([fd], [], [], min(remaining, CPU_POLL) if start is not None else remaining)
+            wait = min(remaining, CPU_POLL) if start is not None else remaining
+            ready = waiting.poll(max(1, int(wait * 1000)))
             now = cpu_seconds(self.process.pid) if start is not None else None
             if start is not None and now is not None and now - start > cpu:
                 raise CpuSpent
