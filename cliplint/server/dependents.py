@@ -61,11 +61,12 @@ class Dependents:
 
     def _importers(self, path: str, key: str, src: Tuple[str, ...]) -> List[str]:
         """The other open documents whose last lint read another summary of `path` than its own now."""
-        if not path.endswith(".py"):
+        readers = [other for other, read in self.reads.items() if other != key and path in read]
+        if not path.endswith(".py") or not readers:  # summarising the buffer costs as much as linting it
             return []
         summary = self.project.summary(path, src)
         now = summary["hash"] if summary is not None else None
-        return [other for other, read in self.reads.items() if other != key and path in read and read[path] != now]
+        return [other for other in readers if self.reads[other][path] != now]
 
     @staticmethod
     def _src(snapshot: Snapshot, workspace: WorkspaceSettings) -> Tuple[str, ...]:
