@@ -1,7 +1,7 @@
 """CL015 where-nan-gradient."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Tuple
 
 import libcst as cst
 
@@ -157,14 +157,10 @@ class WhereNanGradient(Rule):
     @staticmethod
     def _compared(ctx: Context, cond) -> Optional[cst.BaseExpression]:
         """`x` in `x > 0`, `0 < x`, `tf.equal(x, 0)`, `tf.greater(x, 0.)`, `tf.not_equal(x, 0)`."""
-        cond = ctx.flow.value_of(cond)
-        if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
-            left, right = cond.left, cond.comparisons[0].comparator
-        elif isinstance(cond, cst.Call) and (ctx.call_name(cond) or "").rsplit(".", 1)[-1] in (
-                "equal", "not_equal", "greater", "greater_equal", "less", "less_equal") and len(cond.args) >= 2:
-            left, right = cond.args[0].value, cond.args[1].value
-        else:
+        found = _comparison(ctx, cond)
+        if found is None:
             return None
+        _, left, right = found
         if ctx.flow.constant(right) is not UNKNOWN:
             return left
         return right if ctx.flow.constant(left) is not UNKNOWN else None
@@ -235,21 +231,28 @@ HOLDS = {"less": lambda a, b: a < b, "less_equal": lambda a, b: a <= b, "greater
          "greater_equal": lambda a, b: a >= b, "equal": lambda a, b: a == b, "not_equal": lambda a, b: a != b}
 
 
+def _comparison(ctx: Context, cond) -> Optional[Tuple[Optional[str], cst.BaseExpression, cst.BaseExpression]]:
+    """(the comparison's name in `HOLDS`, or None for `is`/`in`; its two sides) of `x > 0` or
+    `tf.greater(x, 0)`, the condition followed through names; None for anything else."""
+    cond = ctx.flow.value_of(cond)
+    if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
+        return COMPARE.get(type(cond.comparisons[0].operator)), cond.left, cond.comparisons[0].comparator
+    op = (ctx.call_name(cond) or "").rsplit(".", 1)[-1] if isinstance(cond, cst.Call) else ""
+    if op in HOLDS and isinstance(cond, cst.Call) and len(cond.args) >= 2:
+        return op, cond.args[0].value, cond.args[1].value
+    return None
+
+
 def _holds_at(ctx: Context, cond, point: float) -> Optional[bool]:
     """The condition's value where the compared input is `point` (`x < 1` at 0: True), or None
     when it is not a comparison of the input with a number."""
-    cond = ctx.flow.value_of(cond)
-    if isinstance(cond, cst.Comparison) and len(cond.comparisons) == 1:
-        op = COMPARE.get(type(cond.comparisons[0].operator))
-        left, right = cond.left, cond.comparisons[0].comparator
-    elif isinstance(cond, cst.Call) and len(cond.args) >= 2:
-        op = (ctx.call_name(cond) or "").rsplit(".", 1)[-1]
-        left, right = cond.args[0].value, cond.args[1].value
-    else:
+    found = _comparison(ctx, cond)
+    if found is None:
+        return None
+    op, left, right = found
+    if op is None:
         return None
     low, high = ctx.flow.constant(left), ctx.flow.constant(right)
-    if op not in HOLDS:
-        return None
     if isinstance(high, (int, float)) and not isinstance(high, bool):
         return HOLDS[op](point, high)
     if isinstance(low, (int, float)) and not isinstance(low, bool):
