@@ -235,28 +235,46 @@ def traced(flow: Dataflow, expr: Optional[cst.BaseExpression],
         found = classify(current)
         if found is not None:
             return found, via
-        todo += [(o.expr, via + o.via) for o in origins(flow, current)]
-        todo += [(e, via) for e in (*held(flow, current), *through(current))]
+        todo += [(o.expr, via + o.via) for o in _before(flow, current, through)]
     return None
+
+
+def _before(flow: Dataflow, expr: cst.BaseExpression,
+            through: Callable[[cst.BaseExpression], List[cst.BaseExpression]] = lambda e: []) -> List[Origin]:
+    """One hop back through every carrier: `origins`, the elements a container may give (`held`),
+    then a model's own hops."""
+    return origins(flow, expr) + [Origin(e, ()) for e in (*held(flow, expr), *through(expr))]
+
+
+def _starts(flow: Dataflow, expr: cst.BaseExpression,
+            stops: Callable[[cst.BaseExpression], bool]) -> Tuple[List[cst.BaseExpression], bool]:
+    """Where the carriers lead `expr` back to and stop (nothing comes before, or `stops` says so),
+    breadth first; and False when the walk reached TRACE_LIMIT before it was done."""
+    found: List[cst.BaseExpression] = []
+    todo: List[cst.BaseExpression] = [expr]
+    seen: Set[cst.BaseExpression] = set()
+    while todo:
+        current = todo.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        if len(seen) > TRACE_LIMIT:
+            return found, False
+        before = [] if stops(current) else _before(flow, current)
+        if before:
+            todo += [o.expr for o in before]
+        else:
+            found.append(current)
+    return found, True
 
 
 def sources(flow: Dataflow, expr: cst.BaseExpression) -> Set[object]:
     """Where the value of `expr` starts: the expressions and unassigned bindings (a parameter
     no call passes, a loop variable) that carriers lead back to and no further."""
     starts: Set[object] = set()
-    todo: List[cst.BaseExpression] = [expr]
-    seen: Set[cst.BaseExpression] = set()
-    while todo and len(seen) < TRACE_LIMIT:
-        current = todo.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        before = origins(flow, current) + [Origin(e, ()) for e in held(flow, current)]
-        if before:
-            todo += [o.expr for o in before]
-            continue
-        binding = flow.binding_of(current) if isinstance(current, (cst.Name, cst.Attribute)) else None
-        starts.add((binding.owner, binding.name) if binding is not None else current)
+    for start in _starts(flow, expr, lambda e: False)[0]:
+        binding = flow.binding_of(start) if isinstance(start, (cst.Name, cst.Attribute)) else None
+        starts.add((binding.owner, binding.name) if binding is not None else start)
     return starts
 
 
@@ -277,23 +295,7 @@ def carried_constant(flow: Dataflow, expr: cst.BaseExpression) -> object:
     """The literal `expr` holds when every way its value comes (every carrier, every element a
     container may give) starts at the same literal; UNKNOWN when one start does not fold or two
     differ. A parameter's default counts only where `constant` takes it (no call passes one)."""
-    found: List[object] = []
-    todo: List[cst.BaseExpression] = [expr]
-    seen: Set[cst.BaseExpression] = set()
-    while todo:
-        current = todo.pop(0)
-        if current in seen:
-            continue
-        seen.add(current)
-        if len(seen) > TRACE_LIMIT:
-            return UNKNOWN
-        value = constant(flow, current)
-        if value is not UNKNOWN:
-            found.append(value)
-            continue
-        before = [o.expr for o in origins(flow, current)] + held(flow, current)
-        if not before:
-            return UNKNOWN
-        todo += before
-    first = found[0] if found else UNKNOWN
+    starts, complete = _starts(flow, expr, lambda e: constant(flow, e) is not UNKNOWN)
+    found = [constant(flow, start) for start in starts]
+    first = found[0] if found and complete else UNKNOWN
     return first if all(type(v) is type(first) and v == first for v in found) else UNKNOWN
