@@ -182,6 +182,10 @@ def _augmented(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"p{depth} = {value}", f"p{depth} += 1e-8"], f"p{depth}"
 
 
+def _masked(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"p{depth} = {value}", "if mask is not None:", f"    p{depth} *= mask[0]"], f"p{depth}"
+
+
 def _tensor_array(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"array{depth} = tf.TensorArray(tf.float32, size=1)", f"array{depth} = array{depth}.write(0, {value})"], \
         f"array{depth}.stack()"
@@ -226,6 +230,8 @@ CARRIERS = {
     "lambda": _lambda,
     "branches": _branch,
     "+ eps": _assign("{value} + 1e-8"),
+    "+ keras epsilon": _assign("{value} + keras.backend.epsilon()"),
+    "masked *=": _masked,
     "clip_by_value": _assign("tf.clip_by_value({value}, 1e-8, 1.0)"),
     "tf.maximum": _assign("tf.maximum({value}, 1e-8)"),
     "tf.minimum(max)": _assign("tf.minimum(tf.maximum({value}, 1e-8), 1.0)"),

@@ -26,6 +26,10 @@ class _Unknown(enum.Enum):
 UNKNOWN: Final = _Unknown.UNKNOWN
 Number = Union[int, float, _Unknown]  # a known int or float, else UNKNOWN
 
+# Calls that return a fixed number: Keras' fuzz factor, unless a run calls `set_epsilon`
+# (measured: 1e-07 in Keras 3 and tf-keras).
+CONSTANT_CALLS: Final = {"keras.backend.epsilon": 1e-7, "keras.config.epsilon": 1e-7}
+
 
 class FlagDefaults(LocalFlow):
     """A mixin of `local.Dataflow`: the module's argparse and absl flag definitions."""
@@ -87,6 +91,8 @@ def constant(flow: LocalFlow, expr: Optional[cst.BaseExpression], depth: int = 0
         return _dict_constant(flow, expr, depth)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
         return _dict_call_constant(flow, expr, depth)
+    if isinstance(expr, cst.Call) and not expr.args:
+        return CONSTANT_CALLS.get(flow.ctx.call_name(expr) or "", UNKNOWN)
     if isinstance(expr, cst.Name):
         if expr.value in ("None", "True", "False"):
             return {"None": None, "True": True, "False": False}[expr.value]
