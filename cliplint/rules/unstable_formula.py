@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, summed
+from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, number, summed
 from ..flow.nodes import arg, walk
 from ..names import EXP, SUMS
 from ..probes import FORMULAS, Formula, LogSumExp, Snippet, Softplus, SqrtExp, UnstableSoftmax
@@ -96,7 +96,8 @@ class UnstableFormula(Rule):
         # bounded inputs: a negated distance (an RBF kernel), tanh, a stable BCE term
         "import tensorflow as tf\nd = tf.reduce_sum(tf.square(a - b), axis=-1)\nk = tf.exp(-d / (2.0 * s ** 2))\n"
         "w = k / tf.reduce_sum(k)\nz = tf.math.log1p(tf.exp(-tf.abs(x)))\n"
-        "g = tf.exp(tf.tanh(h)) / tf.reduce_sum(tf.exp(tf.tanh(h)))\n",
+        "g = tf.exp(tf.tanh(h)) / tf.reduce_sum(tf.exp(tf.tanh(h)))\n"
+        "ssp = tf.math.log(0.5 * tf.exp(-tf.nn.relu(x)) + 0.5)\n",
         # the stable standard deviation, and an epsilon inside the sqrt of a variance
         "import tensorflow as tf\nstd = tf.exp(0.5 * log_var)\nstd2 = tf.sqrt(var + 1e-6)\n",
         # NumPy and PyTorch
@@ -120,6 +121,9 @@ class UnstableFormula(Rule):
         # a negated unknown is not bounded
         Invalid("import tensorflow as tf\nw = tf.exp(-beta * energy)\nz = w / tf.reduce_sum(w)\n", 3),
         Invalid("import keras\nfrom keras import ops\nsp = ops.log1p(ops.exp(x))\n", 3),
+        # softplus shifted and scaled: a shifted softplus, a smooth ELU
+        Invalid("import tensorflow as tf\ndef ssp(x):\n    return tf.math.log(0.5 * tf.exp(x) + 0.5)\n", 3, "softplus"),
+        Invalid("import tensorflow as tf\ndef smooth_elu(x):\n    return tf.math.log1p(1.718 * tf.exp(x)) - 1.0\n", 3),
         # into a helper through its parameter
         Invalid("import tensorflow as tf\ndef normalise(w, axis):\n"
                 "    return w / tf.reduce_sum(w, axis, keepdims=True)\n"
@@ -175,7 +179,7 @@ class UnstableFormula(Rule):
             exp_call = self._exp_itself(ctx, value)
             return (SqrtExp.kind, exp_call) if exp_call is not None else None
         if name in LOG1P:
-            exp_call = self._exp_itself(ctx, value)
+            exp_call = exp_of(flow, value)  # log1p(exp(x)), log1p(c * exp(x))
             return (Softplus.kind, exp_call) if exp_call is not None else None
         if name not in LOGS:
             return None
@@ -185,8 +189,9 @@ class UnstableFormula(Rule):
             return (LogSumExp.kind, exp_call) if exp_call is not None else None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
             for one, other in ((value.left, value.right), (value.right, value.left)):
-                if flow.constant(one) == 1:
-                    exp_call = self._exp_itself(ctx, flow.value_of(other))
+                offset = number(flow, one)
+                if offset is not UNKNOWN and offset > 0:  # log(1 + exp(x)), log(0.5 * exp(x) + 0.5)
+                    exp_call = exp_of(flow, flow.value_of(other))
                     return (Softplus.kind, exp_call) if exp_call is not None else None
         return None
 
@@ -242,7 +247,7 @@ class UnstableFormula(Rule):
             half = cst.BinaryOperation(cst.Float("0.5"), cst.Multiply(), parenthesized(x))
             fixed = cst.Call(func=func, args=(cst.Arg(half),))
         elif kind == Softplus.kind:
-            fixed = cst.Call(func=func, args=(cst.Arg(x),))
+            fixed = cst.Call(func=func, args=(cst.Arg(x),)) if self._plain_softplus(ctx, node, exp_call) else None
         elif kind == LogSumExp.kind:
             fixed = self._reduced(ctx, node, func, x)
         else:
@@ -250,6 +255,17 @@ class UnstableFormula(Rule):
         if fixed is None:
             return None
         return Fix(f"use `{ctx.text(fixed)}`", SAFE, ((node, fixed),))
+
+    @staticmethod
+    def _plain_softplus(ctx: Context, log: cst.CSTNode, exp_call: cst.Call) -> bool:
+        """`log1p(exp(x))` or `log(1 + exp(x))` as written: only those are `softplus(x)`
+        (`log(0.5 * exp(x) + 0.5)` is softplus shifted and scaled)."""
+        inner = arg(log, 0, "x") if isinstance(log, cst.Call) else None
+        if inner is exp_call:
+            return ctx.call_name(log) in LOG1P
+        return isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add) and any(
+            one is exp_call and ctx.flow.constant(other) == 1
+            for one, other in ((inner.left, inner.right), (inner.right, inner.left)))
 
     @staticmethod
     def _reduced(ctx: Context, log: cst.Call, func, x) -> Optional[cst.Call]:
