@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
-from ..flow.carriers import trace
+from ..flow.carriers import same_value, trace
 from ..flow.formulas import (
     DIVIDES,
     NORMS,
@@ -28,7 +28,7 @@ from ..flow.formulas import (
 )
 from ..flow.nodes import arg, walk
 from ..names import SUMS
-from ..probes import NormAtZero
+from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
 # Functions that are zero where their input is, with a gradient there that does not cancel NaN.
@@ -41,6 +41,9 @@ NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", 
                                       "delta", "deltas"})
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
+PRODUCTS = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "tensorflow.matmul", "tensorflow.linalg.matmul",
+                      "tensorflow.tensordot", "tensorflow.einsum", "keras.ops.multiply", "keras.ops.matmul",
+                      "keras.ops.dot", "keras.backend.dot", "keras.backend.batch_dot"})
 
 
 class NanGradientAtZero(Rule):
@@ -90,6 +93,11 @@ class NanGradientAtZero(Rule):
         "import tensorflow as tf\nerr = tf.norm(a - a_approx) ** 2\nprint(err)\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
+        # a cosine and a hand-written normalisation with their epsilon; a ratio of unrelated norms
+        "import tensorflow as tf\ndef cosine(a, b):\n"
+        "    return tf.reduce_sum(a * b, -1) / (tf.norm(a, axis=-1) * tf.norm(b, axis=-1) + 1e-8)\n"
+        "def unit(v):\n    return v / tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True) + 1e-12)\n"
+        "def scaled(x, y):\n    return x / tf.norm(y)\n",
     ]
     INVALID = [
         Invalid("import tensorflow as tf\ndef distances(r):\n"
@@ -100,6 +108,10 @@ class NanGradientAtZero(Rule):
                 "        return v / tf.norm(v, axis=-1, keepdims=True)\n", 4, "l2_normalize"),
         Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
                 "    d = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 3),
+        Invalid("import tensorflow as tf\ndef cosine(x_n, x_k):\n    dots = tf.reduce_sum(x_n * x_k, -1)\n"
+                "    return dots / (tf.norm(x_n, axis=-1) * tf.norm(x_k, axis=-1))\n", 4, "cosine"),
+        Invalid("import tensorflow as tf\ndef unit(v):\n    n = tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True))\n"
+                "    return v / n\n", 4, "l2_normalize"),
         Invalid("import tensorflow as tf\ndef energy(xyz):\n    rij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
                 "    return tf.reduce_sum(tf.linalg.norm(rij, axis=-1))\n", 4, "diagonal", "error"),
     ]
@@ -114,7 +126,8 @@ class NanGradientAtZero(Rule):
                 continue
             kind, inner, base = found
             pair = base is not None
-            probe = NormAtZero(ctx.flow.snippet(node), tuple(self._inputs(ctx, node, inner, base)),
+            probe = NormAtZero(ctx.flow.snippet(node), tuple(self._inputs(ctx, node, kind, inner, base)),
+                               setup=self._setup(ctx, node) if kind == "normalise" else None,
                                pairwise=pair, normalise=kind == "normalise")
             yield Report(node, self._message(kind, pair), severity="error" if pair else "warning", probe=probe)
 
@@ -137,10 +150,39 @@ class NanGradientAtZero(Rule):
         return None
 
     def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
-        value = ctx.flow.value_of(denominator) if denominator is not None else None
-        return isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and numerator is not None \
-            and (tensor := arg(value, 0, "tensor")) is not None and ctx.text(tensor) == ctx.text(numerator) \
-            and self._euclidean(ctx, value)
+        """Is `denominator` a Euclidean norm (`tf.norm`, or `sqrt` of a sum of squares, no epsilon)
+        of what `numerator` is made of, through every carrier: `x / norm(x)`, and the cosine
+        `reduce_sum(a * b) / (norm(a) * norm(b))`, a factor of the product at a time?"""
+        if denominator is None or numerator is None:
+            return False
+        made_of = [numerator, *self._factors(ctx, numerator)]
+
+        def normed(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+            if isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and self._euclidean(ctx, value):
+                tensor = arg(value, 0, "tensor")
+            elif isinstance(value, cst.Call) and ctx.call_name(value) in SQRTS:
+                tensor = self._summed_squares(ctx, arg(value, 0, "x"), differences=False)
+            else:
+                return None
+            return tensor if tensor is not None and any(same_value(ctx.flow, tensor, m) for m in made_of) else None
+
+        def factors(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+                return [value.left, value.right]
+            return [value.value] if isinstance(value, cst.Subscript) else []  # norm[:, None]
+        return trace(ctx.flow, denominator, normed, factors) is not None
+
+    @staticmethod
+    def _factors(ctx: Context, numerator: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """The factors of the products written in `numerator` (`a * b`, `matmul(a, b)`): what a
+        cosine similarity divides by the norms of."""
+        found: List[cst.BaseExpression] = []
+        for node in (*walk(numerator), *walk(ctx.flow.value_of(numerator))):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                found += [node.left, node.right]
+            elif isinstance(node, cst.Call) and ctx.call_name(node) in PRODUCTS:
+                found += [a.value for a in node.args if a.keyword is None and not isinstance(a.value, cst.SimpleString)]
+        return found
 
     @staticmethod
     def _euclidean(ctx: Context, norm: cst.Call) -> bool:
@@ -148,11 +190,12 @@ class NanGradientAtZero(Rule):
         return order is None or ctx.flow.constant(order) in EUCLIDEAN
 
     @staticmethod
-    def _summed_squares(ctx: Context, expr):
+    def _summed_squares(ctx: Context, expr, differences: bool = True):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
         `reduce_sum(squared_difference(a, b))`, through every carrier and what keeps a zero zero
         (`relu`, `abs`): no epsilon added. Not a mean of them: that is a standard deviation or an
-        RMSE, in real code nearly always a statistic no gradient flows through."""
+        RMSE, in real code nearly always a statistic no gradient flows through. With
+        `differences` False, the squared value itself, a difference or not."""
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
             return value if isinstance(value, cst.Call) and ctx.call_name(value) in SUMS and value.args else None
 
@@ -164,15 +207,16 @@ class NanGradientAtZero(Rule):
         if total is None:
             return None
         squared = ctx.flow.value_of(total.args[0].value)
+        of = (lambda value: difference(ctx.flow, value)) if differences else (lambda value: value)
         if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARED_DIFFERENCES:
             return squared
         if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARES and squared.args:
-            return difference(ctx.flow, squared.args[0].value)
+            return of(squared.args[0].value)
         if isinstance(squared, cst.BinaryOperation):
             if isinstance(squared.operator, cst.Power) and ctx.flow.constant(squared.right) == 2:
-                return difference(ctx.flow, squared.left)
-            if isinstance(squared.operator, cst.Multiply) and ctx.text(squared.left) == ctx.text(squared.right):
-                return difference(ctx.flow, squared.left)
+                return of(squared.left)
+            if isinstance(squared.operator, cst.Multiply) and same_value(ctx.flow, squared.left, squared.right):
+                return of(squared.left)
         return None
 
     @staticmethod
@@ -189,10 +233,14 @@ class NanGradientAtZero(Rule):
         return False
 
     @staticmethod
-    def _inputs(ctx: Context, node, inner, base) -> list:
+    def _inputs(ctx: Context, node, kind: str, inner, base) -> list:
         """The snippets the probe binds to its stand-in, as the expression writes them: the set of a
         pairwise difference, both sides of a difference (the same point), the name holding the
-        difference, or the normalised value."""
+        difference, the factors of a cosine, or the normalised value."""
+        factors = [f for f in NanGradientAtZero._factors(ctx, inner) if isinstance(f, (cst.Name, cst.Attribute))
+                   and ctx.encloses(node, f)] if kind == "normalise" else []
+        if factors:
+            return [ctx.flow.snippet(f) for f in factors]
         if not ctx.encloses(node, inner):
             held = [n for n in walk(node) if isinstance(n, cst.Name) and ctx.flow.value_of(n) is inner]
             return [ctx.flow.snippet(held[0])] if held else []
@@ -203,9 +251,20 @@ class NanGradientAtZero(Rule):
         return [ctx.flow.snippet(inner)]
 
     @staticmethod
+    def _setup(ctx: Context, division) -> Optional[Snippet]:
+        """The assignment of the name a division's denominator reads (`n = tf.norm(v)`; `v / n`),
+        replayed by the probe before the division."""
+        denominator = division.right if isinstance(division, cst.BinaryOperation) else arg(division, 1, "y")
+        if not isinstance(denominator, cst.Name):
+            return None
+        assign = ctx.parent.get(ctx.flow.value_of(denominator))
+        return ctx.flow.snippet(assign) if isinstance(assign, cst.Assign) else None
+
+    @staticmethod
     def _message(kind: str, pair: bool) -> str:
         if kind == "normalise":
-            return ("`x / norm(x)` is NaN at `x = 0`, in value and gradient (measured: `[0, 0]` gives NaN). Use "
+            return ("a division by the norm of what it divides (`x / norm(x)`, a cosine `a.b / (norm(a) * norm(b))`) "
+                    "is NaN at zero, in value and gradient (measured: `[0, 0]` gives NaN). Use "
                     "`tf.math.l2_normalize(x, axis)` or `tf.math.divide_no_nan`.")
         what = "the norm" if kind == "norm" else "the square root of the sum of squares"
         if pair:
