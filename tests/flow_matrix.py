@@ -351,9 +351,21 @@ MARK = "  # <-"  # the statement of a multi-statement sink where the finding bel
 SOFTMAX_MODELS = {
     "Sequential": "keras.Sequential([keras.layers.Dense(10, activation='softmax')])",
     "functional": "keras.Model(features, keras.layers.Dense(10, activation='softmax')(features))",
+    "functional, layer by name": "keras.Model(features, softmax_head(features))",
+    "subclassed": "SoftmaxNet()",
 }
 LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
-          "functional": "keras.Model(features, keras.layers.Dense(10)(features))"}
+          "functional": "keras.Model(features, keras.layers.Dense(10)(features))",
+          "functional, layer by name": "keras.Model(features, linear_head(features))",
+          "subclassed": "LinearNet()"}
+# Both programs of a pair define both heads and both subclassed models: they differ by the one used.
+MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
+                 "", *(line for name, activation in (("SoftmaxNet", ", activation='softmax'"), ("LinearNet", ""))
+                       for line in (f"class {name}(keras.Model):", "    def __init__(self):", "        super().__init__()",
+                                    "        self.hidden = keras.layers.Dense(32, activation='relu')",
+                                    f"        self.head = keras.layers.Dense(10{activation})", "",
+                                    "    def call(self, inputs):", "        h = self.hidden(inputs)",
+                                    "        return self.head(h)", ""))]
 # name -> (code, the model that makes it a mistake, the sink)
 MODEL_SINKS = {
     "compile(from_logits=True)": ("CL010", SOFTMAX_MODELS, "model = {value}\nmodel.compile(optimizer='adam', "
@@ -372,8 +384,8 @@ OBJECT_CARRIERS = ("direct", "name", "function return", "helper parameter", "par
 def build_model(model: str, carriers: Sequence[str], sink: str) -> Program:
     code, wrong, template = MODEL_SINKS[sink]
     right = LINEAR if wrong is SOFTMAX_MODELS else SOFTMAX_MODELS
-    text, line = _render(wrong[model], carriers, template)
-    twin, _ = _render(right[model], carriers, template)
+    text, line = _render(wrong[model], carriers, template, MODEL_PRELUDE)
+    twin, _ = _render(right[model], carriers, template, MODEL_PRELUDE)
     return Program(f"{model} model", tuple(carriers), sink, text, (twin,), line, code)
 
 
@@ -529,7 +541,7 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     for model, carrier, sink in itertools.product(SOFTMAX_MODELS, OBJECT_CARRIERS, MODEL_SINKS):
         yield build_model(model, [carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
-        yield build_model(list(SOFTMAX_MODELS)[index % 2], [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
+        yield build_model(list(SOFTMAX_MODELS)[index % len(SOFTMAX_MODELS)], [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
     for carrier, sink in itertools.product(OBJECT_CARRIERS, OPTION_SINKS):
         yield build_options([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):

@@ -106,8 +106,10 @@ class Probabilities:
             return None
         built = self.flow.callee(value)
         if isinstance(built, cst.FunctionDef):  # model = make_model(): the model every return gives
-            found = [self.last_layer(r, depth + 1) for r in self.flow.returned(built)]
-            return found[0] if found and all(f is not None for f in found) else None
+            return self._every([self.last_layer(r, depth + 1) for r in self.flow.returned(built)])
+        if isinstance(built, cst.ClassDef):  # a subclassed Model: the layer each return of `call` applies
+            call = self.flow.method_named(built, "call")
+            return self._every([self._applied(r) for r in self.flow.returned(call)]) if call is not None else None
         name = self.ctx.call_name(value)
         if name in SEQUENTIAL:
             layers = arg(value, 0, "layers")
@@ -117,11 +119,24 @@ class Probabilities:
                 last = self._last_added(value) if layers is None else None
             return last if isinstance(last, cst.Call) else None
         if name in FUNCTIONAL:
-            outputs = arg(value, 1, "outputs")
-            output = self.flow.value_of(outputs) if isinstance(outputs, cst.Name) else outputs
-            if isinstance(output, cst.Call) and isinstance(output.func, cst.Call):
-                return output.func
+            return self._applied(arg(value, 1, "outputs"))
         return None
+
+    @staticmethod
+    def _every(layers: List[Optional[cst.Call]]) -> Optional[cst.Call]:
+        """The layer when every path gives one (the first), else None: an unknown path is unknown."""
+        return layers[0] if layers and all(layer is not None for layer in layers) else None
+
+    def _applied(self, output: Optional[cst.BaseExpression]) -> Optional[cst.Call]:
+        """The constructor of the layer whose call makes `output`, through every carrier:
+        `Dense(3)(h)`, `head = Dense(3)` then `head(h)`, `self.head(h)` of `self.head = Dense(3)`."""
+        def applied(value: cst.BaseExpression) -> Optional[cst.Call]:
+            if not isinstance(value, cst.Call):
+                return None
+            layer = value.func if isinstance(value.func, cst.Call) else self.flow.value_of(value.func)
+            return layer if isinstance(layer, cst.Call) and (self.ctx.call_name(layer) or "").startswith(
+                "keras.layers.") else None
+        return trace(self.flow, output, applied)
 
     def probability(self, expr, seen: FrozenSet[cst.CSTNode], padded: bool = False) -> Optional[Source]:
         if expr is None or len(seen) > MAX_DEPTH * 2 or expr in seen:

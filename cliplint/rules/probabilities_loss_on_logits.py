@@ -104,6 +104,11 @@ class ProbabilitiesLossOnLogits(Rule):
                 "model.compile(loss='sparse_categorical_crossentropy')\nmodel.fit(x, y)\n", 7),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
                 "def step(x, y):\n    return tf.keras.losses.binary_crossentropy(y, model(x))\n", 4),
+        # a subclassed model whose `call` ends with a linear layer
+        Invalid("from tensorflow import keras\nclass Net(keras.Model):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.out = keras.layers.Dense(3)\n"
+                "    def call(self, x):\n        return self.out(x)\nmodel = Net()\n"
+                "model.compile(optimizer='adam', loss='categorical_crossentropy')\nmodel.fit(x, y)\n", 9),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(16))\n"
                 "model.add(tf.keras.layers.Dense(1, activation=None))\n"
                 "model.compile(loss=tf.keras.losses.binary_crossentropy)\nmodel.fit(x, y)\n", 5),
