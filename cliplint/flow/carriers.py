@@ -171,7 +171,7 @@ TRACE_LIMIT = MAX_DEPTH * 8  # expressions visited by one `trace`: call sites fa
 def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
     """What the element `expr` reads may hold, when `element_at` cannot say which one."""
     if isinstance(expr, cst.Subscript) and element_at(flow, expr) is None:
-        return _elements(flow, expr.value)
+        return elements(flow, expr.value)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value
         if method in TENSOR_ARRAY_READS:  # `ta.stack()`: what `ta` was written
@@ -185,7 +185,7 @@ def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
     return []
 
 
-def _elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpression]:
+def elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpression]:
     """Every value a container holds: a literal's elements, a dict's values, a comprehension's
     element, and whatever was appended to a list named here."""
     value = flow.value_of(container)

@@ -12,9 +12,9 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
-from .carriers import PASS_THROUGH, origins
+from .carriers import PASS_THROUGH, elements, origins
 from .local import Binding, Dataflow
-from .nodes import MAX_DEPTH, arg, target_names, tests_none, walk
+from .nodes import MAX_DEPTH, arg, is_none, target_names, tests_none, walk
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,23 @@ class Gradients:
                 if inner is not None and inner.pairs:
                     return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
             return None
+        if binding is not None and binding.kind == "iter" and not binding.path and binding.value is not None:
+            return self._taken_whole(binding.value, depth)
         return self._from_origins(name, depth)
+
+    def _taken_whole(self, iterable: cst.BaseExpression, depth: int) -> Optional[GradList]:
+        """The gradient list a loop name is, when the loop runs over a list of gradient lists (one
+        per tower or step: `for tower in tower_grads`), or over one variable's entries across
+        them (`for grad_and_vars in zip(*tower_grads)`, the towers' average): entries of a
+        gradient list, so each may be None as the list's may."""
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "zip" \
+                and len(iterable.args) == 1 and iterable.args[0].star == "*":
+            iterable = iterable.args[0].value
+        for element in elements(self.flow, iterable):
+            found = self.gradient_list(element, depth + 1)
+            if found is not None:
+                return found
+        return None
 
     def _from_origins(self, expr: cst.BaseExpression, depth: int) -> Optional[GradList]:
         """A gradient list among where the value of `expr` comes from (`carriers`), to the depth
@@ -210,6 +226,8 @@ class Gradients:
     def none_guarded(self, use: cst.Name, binding: Binding) -> bool:
         """Is the use of a gradient element protected by an `is (not) None` test?"""
         owner = binding.owner
+        if isinstance(binding.value, cst.Name) and self._entry_tested(use, binding.value.value):
+            return True
         if isinstance(owner, cst.For):
             return tests_none(owner.body, use.value)
         if isinstance(owner, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):  # COMPREHENSION_TYPES
@@ -224,6 +242,29 @@ class Gradients:
             if isinstance(anc, cst.IfExp) and tests_none(anc.test, use.value):
                 return True
         return False
+
+
+    def _entry_tested(self, use: cst.Name, iterable: str) -> bool:
+        """Is `use` under an `if` that tests an entry of the list it iterates for None
+        (`if grad_and_vars[0][0] is not None:` around `for g, _ in grad_and_vars`)?"""
+        for anc in self.ctx.ancestors(use):
+            if isinstance(anc, cst.If) and any(
+                    isinstance(sub, cst.Comparison) and len(sub.comparisons) == 1
+                    and any(_root(side) == iterable and isinstance(side, cst.Subscript)
+                            for side in (sub.left, sub.comparisons[0].comparator))
+                    and any(is_none(side) for side in (sub.left, sub.comparisons[0].comparator))
+                    for sub in walk(anc.test)):
+                return True
+            if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
+                return False
+        return False
+
+
+def _root(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a chain of subscripts starts from: `pairs` in `pairs[0][0]`."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 APPLY_METHODS = ("apply_gradients", "apply")

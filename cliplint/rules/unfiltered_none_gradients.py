@@ -137,8 +137,17 @@ class UnfilteredNoneGradients(Rule):
         "kept_vars = [v for g, v in zip(grads, vs) if g is not None]\n"
         "kept_grads = [g for g in grads if g is not None]\n"
         "opt.apply_gradients(zip(kept_grads, kept_vars))\n",
+        # the towers' average, guarded on the first tower's entry
+        "import tensorflow.compat.v1 as tf\ntower_grads = [opt.compute_gradients(loss) for loss in losses]\n"
+        "for grad_and_vars in zip(*tower_grads):\n    if grad_and_vars[0][0] is not None:\n"
+        "        for g, _ in grad_and_vars:\n            tf.expand_dims(g, 0)\n",
     ]
     INVALID = [
+        # the towers' average (a list of gradient lists, one variable's entries at a time)
+        Invalid("import tensorflow.compat.v1 as tf\ntower_grads = []\nfor loss in tower_losses:\n"
+                "    tower_grads.append(opt.compute_gradients(loss))\n"
+                "for grad_and_vars in zip(*tower_grads):\n"
+                "    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n", 6),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
