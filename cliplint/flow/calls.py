@@ -18,6 +18,7 @@ from .nodes import Function
 
 class CallSummaries(LocalFlow):
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
+    _bound: Optional[Dict[cst.Call, cst.Call]] = None  # calls through a partial, as `bound` merges them
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
         """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
@@ -143,6 +144,33 @@ class CallSummaries(LocalFlow):
         if type(self.scope_of(function)) is cst.ClassDef and params and not self._static(function):
             params = params[1:]
         return params
+
+    def bound(self, call: cst.Call) -> cst.Call:
+        """The call as the library sees it when its function is a `functools.partial` of one:
+        `Dense(1, activation=None)` of `Dense = partial(keras.layers.Dense, activation="relu")` is
+        `keras.layers.Dense(1, activation=None)`, the call's keywords over the partial's. A new
+        node, for reading a layer's name and arguments; findings stay on the call as written."""
+        if self._bound is None:
+            self._bound = {}
+        if call not in self._bound:
+            self._bound[call] = self._merged(call)
+        return self._bound[call]
+
+    def _merged(self, call: cst.Call) -> cst.Call:
+        func = call.func
+        partial = self.value_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else func
+        if not (isinstance(partial, cst.Call) and self.ctx.call_name(partial) == "functools.partial"
+                and partial.args and not partial.args[0].star):
+            return call
+        given = partial.args[1:]
+        passed = {a.keyword.value for a in call.args if a.keyword is not None}
+        args = [*(a for a in given if a.keyword is None), *(a for a in call.args if a.keyword is None),
+                *(a for a in given if a.keyword is not None and a.keyword.value not in passed),
+                *(a for a in call.args if a.keyword is not None)]
+        comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args = [a.with_changes(comma=comma) for a in args[:-1]] + [a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                                                                   for a in args[-1:]]
+        return call.with_changes(func=partial.args[0].value, args=args)
 
     def _arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments a call passes, with those bound by `functools.partial(f, ...)` first."""

@@ -47,6 +47,7 @@ class Source(NamedTuple):
 def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
     """'softmax'/'sigmoid' when a layer constructor or layer function applies that activation."""
     ctx = flow.ctx
+    layer = flow.bound(layer)
     name = ctx.call_name(layer) or ""
     if name in ("keras.layers.Softmax",):
         return "softmax"

@@ -63,7 +63,10 @@ class ProbabilitiesLossOnLogits(Rule):
         apply the sigmoid or softmax itself. Not offered for string names.
     """
     VALID = [
-        # the activation ends the model
+        # the activation ends the model, also through a partial
+        "import functools\nimport tensorflow as tf\nOut = functools.partial(tf.keras.layers.Dense, activation='sigmoid')\n"
+        "model = tf.keras.Sequential([tf.keras.layers.Dense(8), Out(1)])\n"
+        "model.compile(loss='binary_crossentropy')\nmodel.fit(x, y)\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
         "model.compile(loss='binary_crossentropy')\nmodel.fit(x, y)\n",
         # from_logits=True
@@ -104,6 +107,11 @@ class ProbabilitiesLossOnLogits(Rule):
                 "model.compile(loss='sparse_categorical_crossentropy')\nmodel.fit(x, y)\n", 7),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
                 "def step(x, y):\n    return tf.keras.losses.binary_crossentropy(y, model(x))\n", 4),
+        # the layers through a partial whose activation the last call overrides
+        Invalid("import functools\nimport tensorflow as tf\n"
+                "Dense = functools.partial(tf.keras.layers.Dense, activation='relu')\n"
+                "model = tf.keras.Sequential([Dense(512), Dense(1, activation=None)])\n"
+                "model.compile(optimizer='adam', loss=tf.keras.losses.BinaryCrossentropy())\nmodel.fit(x, y)\n", 5),
         # a subclassed model whose `call` ends with a linear layer
         Invalid("from tensorflow import keras\nclass Net(keras.Model):\n    def __init__(self):\n"
                 "        super().__init__()\n        self.out = keras.layers.Dense(3)\n"
@@ -137,7 +145,7 @@ class ProbabilitiesLossOnLogits(Rule):
         if layer is None or not self._linear(ctx, layer):
             return
         loss_class, constructor = found
-        last = ctx.text(layer).strip().splitlines()[0][:80]
+        last = ctx.text(ctx.flow.bound(layer)).strip().splitlines()[0][:80]
         message = (f"`{loss_class}` expects probabilities (`from_logits=False`, the default), but {what} come from "
                    f"`{last}`, which has no squashing activation: Keras clips the logits to [1e-7, 1 - 1e-7] "
                    f"(measured: `BinaryCrossentropy()` on logits 2.5 / -3.0 is 1.19e-07, \"perfect\", with no "
@@ -178,6 +186,7 @@ class ProbabilitiesLossOnLogits(Rule):
 
     @staticmethod
     def _linear(ctx: Context, layer: cst.Call) -> bool:
+        layer = ctx.flow.bound(layer)
         name = ctx.call_name(layer)
         if name not in LINEAR_LAYERS:
             return False

@@ -64,6 +64,8 @@ class SingleUnitSoftmax(Rule):
                 "    keras.layers.Dense(1), keras.layers.Activation('softmax')])\n", 3),
         Invalid("import tensorflow as tf\nlogit = tf.keras.layers.Dense(1)(h)\np = tf.nn.softmax(logit)\n", 3),
         Invalid("import tensorflow as tf\nunits = 1\nout = tf.keras.layers.Dense(units, 'softmax')(h)\n", 3),
+        Invalid("from functools import partial\nfrom tensorflow import keras\n"
+                "Out = partial(keras.layers.Dense, activation='softmax')\nout = Out(1)(h)\n", 4),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -71,8 +73,8 @@ class SingleUnitSoftmax(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            name = ctx.call_name(call)
-            if name == "keras.layers.Dense" and self._one_unit(ctx, call) \
+            name = ctx.call_name(ctx.flow.bound(call))
+            if name == "keras.layers.Dense" and self._one_unit(ctx, ctx.flow.bound(call)) \
                     and activation_of(ctx.flow, call) == "softmax":
                 yield Report(call, MESSAGE, probe=self._probe(ctx, call), fix=self._fix(ctx, call))
             elif name in SEQUENTIAL:
@@ -85,7 +87,7 @@ class SingleUnitSoftmax(Rule):
         return ctx.flow.constant(arg(dense, 0, "units")) == 1
 
     def _probe(self, ctx: Context, layer: cst.Call) -> SingleUnit:
-        return SingleUnit(ctx.flow.snippet(layer))
+        return SingleUnit(ctx.flow.snippet(ctx.flow.bound(layer)))  # a partial run as the library sees it
 
     def _sequential(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
         """`Sequential([..., Dense(1), Activation("softmax")])`."""
