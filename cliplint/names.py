@@ -96,6 +96,9 @@ EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "kera
 SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.
+# Element-wise choices between two tensors.
+WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
+                    "keras.ops.where"})
 KEEPS_PROBABILITY = SHAPE_CHANGES | frozenset({
     "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
     "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",

@@ -233,6 +233,7 @@ CARRIERS = {
     "+ keras epsilon": _assign("{value} + keras.backend.epsilon()"),
     "masked *=": _masked,
     "clip_by_value": _assign("tf.clip_by_value({value}, 1e-8, 1.0)"),
+    "tf.where": _assign("tf.where(labels > 0, {value}, 1.0 - {value})"),
     "tf.maximum": _assign("tf.maximum({value}, 1e-8)"),
     "tf.minimum(max)": _assign("tf.minimum(tf.maximum({value}, 1e-8), 1.0)"),
     "index": _assign("{value}[:, 0]"),

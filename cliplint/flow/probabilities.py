@@ -22,6 +22,7 @@ from ..names import (
     SOFTMAX,
     STACKS,
     SUMS,
+    WHERES,
 )
 from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace, traced
 from .constants import UNKNOWN, constant
@@ -272,6 +273,9 @@ class Probabilities:
             return self.probability(arg(call, 0, "x"), seen, clipped)
         if name in STACKS:
             return self._stacked(arg(call, 0, "values"), seen, padded)
+        if name in WHERES:  # an element-wise choice: probabilities from either branch are probabilities
+            branches = (arg(call, 1, "x"), arg(call, 2, "y"))
+            return next(filter(None, (self.probability(b, seen, padded) for b in branches)), None)
         if name in MAPPERS:  # map_structure(lambda t: ..., probs): what the function makes of each one
             function = arg(call, 0, "fn")
             return self.probability(function.body, seen, padded) if isinstance(function, cst.Lambda) else None

@@ -22,11 +22,10 @@ from ..flow.formulas import (
     stopped,
 )
 from ..flow.nodes import arg, walk
+from ..names import WHERES
 from ..probes import WhereGradient
 from . import Invalid, Rule
 
-WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
-                    "keras.ops.where"})
 # Functions whose slope is infinite or undefined at the point a comparison with a constant masks.
 # Not `sqrt`, `rsqrt`, `reciprocal`: TensorFlow masks their gradients (measured, TF 2.21: no NaN).
 ARC_FUNCTIONS = frozenset({"tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
