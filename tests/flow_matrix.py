@@ -231,6 +231,7 @@ CARRIERS = {
     "branches": _branch,
     "+ eps": _assign("{value} + 1e-8"),
     "+ keras epsilon": _assign("{value} + keras.backend.epsilon()"),
+    "+ epsilon of another module": _assign("{value} + SMALL_NUMBER"),
     "masked *=": _masked,
     "clip_by_value": _assign("tf.clip_by_value({value}, 1e-8, 1.0)"),
     "tf.where": _assign("tf.where(labels > 0, {value}, 1.0 - {value})"),

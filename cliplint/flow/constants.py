@@ -107,6 +107,14 @@ def constant(flow: LocalFlow, expr: Optional[cst.BaseExpression], depth: int = 0
     return UNKNOWN
 
 
+def says_small(expr: cst.BaseExpression) -> bool:
+    """A name or attribute that says it holds a small constant (`eps`, `self.epsilon`,
+    `SMALL_NUMBER`, `cfg.tiny`), whatever module it comes from (`from utils import *`): an
+    epsilon when its value cannot be read."""
+    word = expr.value if isinstance(expr, cst.Name) else expr.attr.value if isinstance(expr, cst.Attribute) else ""
+    return any(part.startswith("eps") or part in ("tiny", "small") for part in word.lower().split("_"))
+
+
 def _dict_constant(flow: LocalFlow, expr: cst.Dict, depth: int) -> object:
     found = {}
     for element in expr.elements:

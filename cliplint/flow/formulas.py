@@ -14,7 +14,7 @@ import libcst as cst
 
 from ..names import EXP, SHAPE_CHANGES, SUMS
 from .carriers import trace
-from .constants import UNKNOWN, Number, constant
+from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
 
@@ -103,7 +103,7 @@ def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.C
         if isinstance(value, cst.Subscript):
             return [value.value]
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
-                and constant(flow, value.right) is not UNKNOWN:
+                and (constant(flow, value.right) is not UNKNOWN or says_small(value.right)):
             return [value.left]
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
             return [value.args[0].value]

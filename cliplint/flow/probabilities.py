@@ -25,7 +25,7 @@ from ..names import (
     WHERES,
 )
 from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace, traced
-from .constants import UNKNOWN, constant
+from .constants import UNKNOWN, constant, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
@@ -215,9 +215,9 @@ class Probabilities:
         left, right = expr.left, expr.right
         left_value, right_value = constant(flow, left), constant(flow, right)
         if isinstance(expr.operator, cst.Add):
-            if right_value is not UNKNOWN or self._small_name(right):
+            if right_value is not UNKNOWN or says_small(right):
                 return self.probability(left, seen, True)
-            if left_value is not UNKNOWN or self._small_name(left):
+            if left_value is not UNKNOWN or says_small(left):
                 return self.probability(right, seen, True)
             mixed = self.probability(left, seen, padded)  # g * p + (1 - g) * q: a mixture of probabilities
             return mixed if mixed is not None and self.probability(right, seen, padded) is not None else None
@@ -256,10 +256,6 @@ class Probabilities:
             return [value.args[0].value] if isinstance(value, cst.Call) and value.args \
                 and self.ctx.call_name(value) in BIAS_ADDS else []
         return bool(trace(self.flow, expr, linear, bias_added))
-
-    @staticmethod
-    def _small_name(expr) -> bool:
-        return isinstance(expr, cst.Name) and expr.value.lower() in ("eps", "epsilon", "_eps", "tiny")
 
     def _call(self, call: cst.Call, seen, padded) -> Optional[Source]:
         ctx = self.ctx

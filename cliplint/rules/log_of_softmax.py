@@ -100,6 +100,9 @@ class LogOfSoftmax(Rule):
     ]
     INVALID = [
         Invalid("import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", 2, "log_softmax"),
+        # an epsilon whose value is in another module: its name says what it is
+        Invalid("import tensorflow as tf\nfrom utils import *\n"
+                "loss = -tf.reduce_sum(tf.log(tf.nn.softmax(logits) + SMALL_NUMBER) * labels, axis=1)\n", 3),
         Invalid("import tensorflow as tf\n"
                 "def loss_fn(y, logits):\n    probs = tf.nn.softmax(logits)\n"
                 "    return -tf.reduce_sum(y * tf.math.log(probs + 1e-9), axis=-1)\n", 4, "epsilon"),
