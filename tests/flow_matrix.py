@@ -186,6 +186,11 @@ def _masked(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"p{depth} = {value}", "if mask is not None:", f"    p{depth} *= mask[0]"], f"p{depth}"
 
 
+def _dict_store(value: str, depth: int) -> Tuple[List[str], str]:
+    return [f"outputs{depth} = {{}}", f"outputs{depth}['logits'] = logits", f"outputs{depth}['out'] = {value}"], \
+        f"outputs{depth}['out']"
+
+
 def _tensor_array(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"array{depth} = tf.TensorArray(tf.float32, size=1)", f"array{depth} = array{depth}.write(0, {value})"], \
         f"array{depth}.stack()"
@@ -223,6 +228,7 @@ CARRIERS = {
     "self method": _self_method,
     "list element": _list_element,
     "dict value": _dict_value,
+    "dict store": _dict_store,
     "append": _append,
     "tuple unpack": _tuple_unpack,
     "mapped unpack": _mapped_unpack,

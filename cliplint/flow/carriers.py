@@ -149,8 +149,7 @@ def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExp
     """`heads[0]`, `outputs["probs"]`: what a literal list, tuple or dict holds at a constant
     index or key (None when the container or the index is not known)."""
     container = flow.value_of(subscript.value)
-    index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
-    key = constant(flow, index.value) if isinstance(index, cst.Index) else UNKNOWN
+    key = _key(flow, subscript)
     if key is UNKNOWN:
         return None
     if isinstance(container, cst.Dict):
@@ -169,9 +168,14 @@ TRACE_LIMIT = MAX_DEPTH * 8  # expressions visited by one `trace`: call sites fa
 
 
 def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
-    """What the element `expr` reads may hold, when `element_at` cannot say which one."""
+    """What the element `expr` reads may hold, when `element_at` cannot say which one: the values
+    stored at its constant key (`ops["p"] = ...`), else any element."""
     if isinstance(expr, cst.Subscript) and element_at(flow, expr) is None:
-        return elements(flow, expr.value)
+        key = _key(flow, expr)
+        stores = [b for b in flow.added_to(expr.value) if b.value is not None and isinstance(b.owner, cst.Assign)]
+        if key is UNKNOWN or not stores:
+            return elements(flow, expr.value)
+        return [b.value for b in stores if b.value is not None and _stored_key(flow, b.owner) == key]
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         method = expr.func.attr.value
         if method in TENSOR_ARRAY_READS:  # `ta.stack()`: what `ta` was written
@@ -187,7 +191,7 @@ def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
 
 def elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpression]:
     """Every value a container holds: a literal's elements, a dict's values, a comprehension's
-    element, and whatever was appended to a list named here."""
+    element, and whatever was appended or stored into one a name or `self` attribute holds."""
     value = flow.value_of(container)
     found: List[cst.BaseExpression] = []
     if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
@@ -196,11 +200,20 @@ def elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpr
         found += [e.value for e in value.elements if isinstance(e, cst.DictElement)]
     elif isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
         found.append(value.elt)
-    if isinstance(container, cst.Name):
-        binding = flow.binding_of(container)
-        scope = binding.scope if binding is not None else flow.scope_of(container)
-        found += [b.value for b in flow.appended(container.value, scope) if b.value is not None]
-    return found
+    return found + [b.value for b in flow.added_to(container) if b.value is not None]
+
+
+def _key(flow: Dataflow, subscript: cst.Subscript) -> object:
+    """The constant index or key a subscript reads, else UNKNOWN."""
+    index = subscript.slice[0].slice if len(subscript.slice) == 1 else None
+    return constant(flow, index.value) if isinstance(index, cst.Index) else UNKNOWN
+
+
+def _stored_key(flow: Dataflow, store: cst.CSTNode) -> object:
+    """The constant key an element store (`d[key] = value`) writes, else UNKNOWN."""
+    targets = [t.target for t in store.targets if isinstance(t.target, cst.Subscript)] \
+        if isinstance(store, cst.Assign) else []
+    return _key(flow, targets[0]) if targets else UNKNOWN
 
 
 def _identity(function: Optional[cst.BaseExpression]) -> bool:

@@ -111,10 +111,20 @@ class Dataflow(CallSummaries, FlagDefaults):
             self._add(cls.name.value, self.scope_of(cls), "def", None, (), cls, ctx.pre[cls])
         for call in ctx.nodes(cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") \
-                    and isinstance(func.value, cst.Name) and call.args:
-                self._add(func.value.value, self.scope_of(call), "append", call.args[0].value, (),
-                          call, ctx.post[call])
+            if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and call.args:
+                self._add_element(func.value, call.args[0].value, call)
+        for node in ctx.nodes(cst.Assign):  # `d[key] = value`, `self.ops[key] = value`: an element stored
+            for target in node.targets:
+                if isinstance(target.target, cst.Subscript):
+                    self._add_element(target.target.value, node.value, node)
+
+    def _add_element(self, container: cst.BaseExpression, value: cst.BaseExpression, owner: cst.CSTNode) -> None:
+        """An element added to the list or dict a name or `self` attribute holds (kind "append")."""
+        if isinstance(container, cst.Name):
+            self._add(container.value, self.scope_of(owner), "append", value, (), owner, self.ctx.post[owner])
+        elif isinstance(container, cst.Attribute):
+            self._add(self.ctx.text(container), self._attribute_scope(container), "append", value, (), owner,
+                      self.ctx.post[owner])
 
     def _bind_target(self, target: cst.BaseExpression, kind: Kind, value: cst.BaseExpression, owner: cst.CSTNode,
                      visible_from: int, path: Tuple[int, ...] = ()) -> None:
@@ -323,8 +333,17 @@ class Dataflow(CallSummaries, FlagDefaults):
         return self.ctx.imports.qualify(value)
 
     def appended(self, name: str, scope: cst.CSTNode) -> List[Binding]:
-        """The `name.append(x)` / `name.extend(x)` bindings of a list in `scope`."""
+        """The `name.append(x)` / `name.extend(x)` / `name[key] = x` bindings of a container in `scope`."""
         return [b for b in self._bindings.get((scope, name), []) if b.kind == "append"]
+
+    def added_to(self, container: cst.BaseExpression) -> List[Binding]:
+        """The elements added to the container a name or `self` attribute holds (`appended`)."""
+        if isinstance(container, cst.Name):
+            binding = self.binding_of(container)
+            return self.appended(container.value, binding.scope if binding is not None else self.scope_of(container))
+        if isinstance(container, cst.Attribute):
+            return self.appended(self.ctx.text(container), self._attribute_scope(container))
+        return []
 
     def names(self, name: str) -> List[cst.Name]:
         """Every Name node spelled `name`, in source order."""

@@ -24,7 +24,7 @@ from ..names import (
     SUMS,
     WHERES,
 )
-from .carriers import TENSOR_ARRAY_READS, element_at, iterated, origins, trace, traced
+from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, origins, trace, traced
 from .constants import UNKNOWN, constant, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
@@ -297,31 +297,25 @@ class Probabilities:
         return self._model(func, seen, padded, call)
 
     def _subscript(self, expr: cst.Subscript, seen, padded) -> Optional[Source]:
-        """`heads[0]`, `outputs["probs"]`: the element a literal container holds there; else the
+        """`heads[0]`, `outputs["probs"]`: what the container holds there (`carriers.held`: a
+        literal's element, the values stored at the key, any element appended); else the
         container itself (a slice or an element of probabilities is probabilities)."""
         element = element_at(self.flow, expr)
         if element is not None:
             return self.probability(element, seen, padded)
-        container = self.flow.value_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else expr.value
-        if isinstance(container, cst.Dict):
-            values = [e.value for e in container.elements if isinstance(e, cst.DictElement)]
-            return next(filter(None, (self.probability(v, seen, padded) for v in values)), None)
-        if isinstance(container, (cst.List, cst.Tuple)) and isinstance(expr.value, cst.Name):
-            return self._stacked(expr.value, seen, padded)  # with what was appended to it
+        candidates = held(self.flow, expr)
+        if candidates:
+            return next(filter(None, (self.probability(v, seen, padded) for v in candidates)), None)
+        if isinstance(self.flow.value_of(expr.value), (cst.Dict, cst.List, cst.Tuple)):
+            return None  # a container known to hold no probabilities
         return self.probability(expr.value, seen, padded)
 
     def _stacked(self, values, seen, padded) -> Optional[Source]:
-        """`tf.stack(probs_list)`: a list literal, or a list filled by `append`."""
+        """`tf.stack(probs_list)`: a list literal, or the elements of the list a name holds."""
         if isinstance(values, (cst.List, cst.Tuple)):
             return next(filter(None, (self.probability(e.value, seen, padded) for e in values.elements)), None)
         if isinstance(values, cst.Name):
-            binding = self.flow.binding_of(values)  # the list may be bound in an enclosing scope
-            scope = binding.scope if binding is not None else self.flow.scope_of(values)
-            held = [b.value for b in self.flow.appended(values.value, scope)]
-            literal = self.flow.value_of(values)
-            if isinstance(literal, (cst.List, cst.Tuple)):
-                held += [e.value for e in literal.elements]
-            return next(filter(None, (self.probability(v, seen, padded) for v in held)), None)
+            return next(filter(None, (self.probability(v, seen, padded) for v in elements(self.flow, values))), None)
         return None
 
     def _tensor_array(self, array, seen, padded) -> Optional[Source]:

@@ -75,6 +75,9 @@ class LogOfSoftmax(Rule):
     """
     VALID = [
         "import tensorflow as tf\nloss = -tf.reduce_sum(y * tf.nn.log_softmax(logits), axis=-1)\n",
+        # the dict holds a softmax, but under another key than the one the log reads
+        "import tensorflow as tf\nops = {}\nops['logits'] = h\nops['probs'] = tf.nn.softmax(h)\n"
+        "z = tf.math.log(ops['logits'])\n",
         # log of something not shown to come from a softmax
         "import tensorflow as tf\nstd = tf.exp(log_std)\nnll = tf.math.log(std) + 0.5\n",
         # sampling: no gradient flows through it, and -inf is the right logit
@@ -100,6 +103,10 @@ class LogOfSoftmax(Rule):
     ]
     INVALID = [
         Invalid("import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", 2, "log_softmax"),
+        # stored into a dict on self under a key, read back under it
+        Invalid("import tensorflow as tf\nclass VAE:\n    def build(self, logits):\n        self.ops = {}\n"
+                "        self.ops['prob'] = tf.nn.softmax(logits)\n"
+                "        return tf.log(self.ops['prob'] + 1e-8)\n", 6),
         # an epsilon whose value is in another module: its name says what it is
         Invalid("import tensorflow as tf\nfrom utils import *\n"
                 "loss = -tf.reduce_sum(tf.log(tf.nn.softmax(logits) + SMALL_NUMBER) * labels, axis=1)\n", 3),

@@ -41,9 +41,10 @@ NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", 
                                       "delta", "deltas"})
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
-PRODUCTS = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "tensorflow.matmul", "tensorflow.linalg.matmul",
-                      "tensorflow.tensordot", "tensorflow.einsum", "keras.ops.multiply", "keras.ops.matmul",
-                      "keras.ops.dot", "keras.backend.dot", "keras.backend.batch_dot"})
+MULTIPLIES = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"})
+PRODUCTS = MULTIPLIES | frozenset({"tensorflow.matmul", "tensorflow.linalg.matmul", "tensorflow.tensordot",
+                                   "tensorflow.einsum", "keras.ops.matmul", "keras.ops.dot", "keras.backend.dot",
+                                   "keras.backend.batch_dot"})
 
 
 class NanGradientAtZero(Rule):
@@ -206,18 +207,10 @@ class NanGradientAtZero(Rule):
         total = trace(ctx.flow, expr, reduced, keeps_zero)
         if total is None:
             return None
-        squared = ctx.flow.value_of(total.args[0].value)
-        of = (lambda value: difference(ctx.flow, value)) if differences else (lambda value: value)
-        if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARED_DIFFERENCES:
-            return squared
-        if isinstance(squared, cst.Call) and ctx.call_name(squared) in SQUARES and squared.args:
-            return of(squared.args[0].value)
-        if isinstance(squared, cst.BinaryOperation):
-            if isinstance(squared.operator, cst.Power) and ctx.flow.constant(squared.right) == 2:
-                return of(squared.left)
-            if isinstance(squared.operator, cst.Multiply) and same_value(ctx.flow, squared.left, squared.right):
-                return of(squared.left)
-        return None
+        base = trace(ctx.flow, total.args[0].value, lambda value: _squared(ctx, value))
+        if base is None or (isinstance(base, cst.Call) and ctx.call_name(base) in SQUARED_DIFFERENCES):
+            return base  # squared_difference(a, b) is the square of a difference itself
+        return difference(ctx.flow, base) if differences else base
 
     @staticmethod
     def _excluded(ctx: Context, node, inner) -> bool:
@@ -275,3 +268,22 @@ class NanGradientAtZero(Rule):
         return (f"{what} of a difference: where the two points coincide its gradient is NaN (measured: `tf.norm` at "
                 "`[0, 0]` has gradient `[nan, nan]`), and one NaN gradient makes every weight NaN. Add an epsilon "
                 "inside the square root: `tf.sqrt(tf.reduce_sum(tf.square(d), axis) + 1e-12)`.")
+
+
+def _squared(ctx: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """What `value` is the square of: `square(d)`, `d ** 2`, `d * d`, `multiply(d, d)`; a
+    `squared_difference(a, b)` call stands for its own difference."""
+    name = ctx.call_name(value)
+    if name in SQUARED_DIFFERENCES:
+        return value
+    if name in SQUARES and isinstance(value, cst.Call) and value.args:
+        return value.args[0].value
+    if name in MULTIPLIES and isinstance(value, cst.Call) and len(value.args) >= 2 \
+            and same_value(ctx.flow, value.args[0].value, value.args[1].value):
+        return value.args[0].value
+    if isinstance(value, cst.BinaryOperation):
+        if isinstance(value.operator, cst.Power) and ctx.flow.constant(value.right) == 2:
+            return value.left
+        if isinstance(value.operator, cst.Multiply) and same_value(ctx.flow, value.left, value.right):
+            return value.left
+    return None
