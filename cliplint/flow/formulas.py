@@ -8,7 +8,7 @@ rule's policy: the rules decide what to report from these answers.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 import libcst as cst
 
@@ -16,7 +16,7 @@ from ..names import EXP, SHAPE_CHANGES, SUMS
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
-from .nodes import MAX_DEPTH, arg, walk
+from .nodes import MAX_DEPTH, arg, children, walk
 
 SUBTRACTIONS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 LOGS = frozenset({"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
@@ -52,12 +52,25 @@ REDUCTIONS = SUMS | frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce
                                "keras.backend.mean"}) | SHAPE_CHANGES
 # Where a value can come from without gradients flowing to it.
 NOT_DIFFERENTIATED = frozenset({"tensorflow.stop_gradient", "keras.ops.stop_gradient", "keras.backend.stop_gradient"})
+# Ops whose output carries no gradient back to their inputs: indices, comparisons, rounding, shapes.
+NO_GRADIENT = NOT_DIFFERENTIATED | frozenset({
+    "tensorflow.argmax", "tensorflow.math.argmax", "tensorflow.argmin", "tensorflow.math.argmin", "keras.ops.argmax",
+    "keras.ops.argmin", "keras.backend.argmax", "keras.backend.argmin", "tensorflow.round", "tensorflow.math.round",
+    "tensorflow.floor", "tensorflow.math.floor", "tensorflow.math.ceil", "tensorflow.ceil", "tensorflow.sign",
+    "tensorflow.math.sign", "keras.ops.round", "keras.backend.round", "tensorflow.equal", "tensorflow.math.equal",
+    "tensorflow.not_equal", "tensorflow.math.not_equal", "tensorflow.greater", "tensorflow.math.greater",
+    "tensorflow.less", "tensorflow.math.less", "tensorflow.greater_equal", "tensorflow.math.greater_equal",
+    "tensorflow.less_equal", "tensorflow.math.less_equal", "tensorflow.shape", "tensorflow.size", "tensorflow.rank",
+    "keras.ops.shape", "keras.backend.shape", "tensorflow.one_hot", "keras.ops.one_hot", "keras.backend.one_hot",
+    "tensorflow.zeros_like", "tensorflow.ones_like", "keras.ops.zeros_like", "keras.ops.ones_like"})
 PIPELINE_METHODS = ("map", "filter", "flat_map", "interleave")
 PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
 OVERFLOW = 80.0  # exp overflows float32 from about 88.7; a shown bound below this is safe
 CONSTANT_TENSORS = frozenset({"tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.cast",
                               "keras.ops.convert_to_tensor", "keras.ops.cast", "keras.backend.constant"})
 SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
+# Words in the names of data no gradient reaches (`only_from`): labels, ground truth, masks, shapes.
+DATA_WORDS = frozenset({"label", "labels", "mask", "masks", "shape", "gt", "truth", "true", "target", "targets"})
 # Names of label tensors: 0/1 or +-1 targets, bounded by 1 in magnitude.
 LABEL_NAMES = frozenset({"y_true", "labels", "label", "targets", "target", "y"})
 VARIABLES = frozenset({"tensorflow.Variable", "tensorflow.get_variable", "keras.Variable"})
@@ -419,7 +432,7 @@ def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
     the functions called are not counted) is one of `words`: a value made of labels, masks and
     shapes alone, which no gradient reaches."""
     leaves = []
-    for sub in walk(expr):
+    for sub in _differentiable_parts(flow, expr):
         if not isinstance(sub, cst.Name) or sub.value in ("True", "False", "None") or _callee_part(flow, sub):
             continue
         value = flow.value_of(sub)
@@ -428,7 +441,20 @@ def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
                 return False
         else:
             leaves.append(sub)
-    return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf) for leaf in leaves)
+    return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf)
+               or constant(flow, leaf) is not UNKNOWN or says_small(leaf) for leaf in leaves)
+
+
+def _differentiable_parts(flow: Dataflow, expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of `expr` a gradient can flow back into: not inside a call of a NO_GRADIENT op
+    (`one_hot(argmax(p))`, `round(x)`, `shape(x)`)."""
+    stack = [expr]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call) and flow.ctx.call_name(current) in NO_GRADIENT:
+            continue
+        yield current
+        stack.extend(reversed(children(current)))
 
 
 def _callee_part(flow: Dataflow, name: cst.Name) -> bool:

@@ -10,6 +10,7 @@ from ..facts import Facts
 from ..findings import Report
 from ..flow.carriers import same_value, trace
 from ..flow.formulas import (
+    DATA_WORDS,
     DIVIDES,
     NORMS,
     SQRTS,
@@ -21,6 +22,7 @@ from ..flow.formulas import (
     in_pipeline,
     mentions,
     never_differentiated,
+    only_from,
     operands,
     pairwise,
     stopped,
@@ -39,6 +41,7 @@ SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorfl
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
                                       "variables", "params", "label", "labels", "mask", "shape", "update", "updates",
                                       "delta", "deltas"})
+
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
 MULTIPLIES = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"})
@@ -92,6 +95,11 @@ class NanGradientAtZero(Rule):
         "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
         # a script that differentiates nothing: the norm is a printed number
         "import tensorflow as tf\nerr = tf.norm(a - a_approx) ** 2\nprint(err)\n",
+        # made of ground truth and of what carries no gradient (argmax, one_hot)
+        "import tensorflow as tf\ndef volume(prediction, ground_truth, eps=1e-3):\n"
+        "    gt_red = tf.reduce_sum(tf.one_hot(ground_truth, 4), 0)\n"
+        "    pred_red = tf.reduce_sum(tf.one_hot(tf.argmax(prediction, -1), 4), 0)\n"
+        "    return tf.sqrt(tf.square((gt_red + eps) / (pred_red + eps) - (pred_red + eps) / (gt_red + eps)))\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
         # a cosine and a hand-written normalisation with their epsilon; a ratio of unrelated norms
@@ -109,6 +117,8 @@ class NanGradientAtZero(Rule):
                 "        return v / tf.norm(v, axis=-1, keepdims=True)\n", 4, "l2_normalize"),
         Invalid("import tensorflow as tf\nwith tf.GradientTape() as tape:\n"
                 "    d = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 3),
+        Invalid("import tensorflow as tf\ndef volume(gt, pred):\n"
+                "    return tf.sqrt(tf.square(gt / pred - pred / gt))\n", 3),
         Invalid("import tensorflow as tf\ndef cosine(x_n, x_k):\n    dots = tf.reduce_sum(x_n * x_k, -1)\n"
                 "    return dots / (tf.norm(x_n, axis=-1) * tf.norm(x_k, axis=-1))\n", 4, "cosine"),
         Invalid("import tensorflow as tf\ndef unit(v):\n    n = tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True))\n"
@@ -193,8 +203,8 @@ class NanGradientAtZero(Rule):
     @staticmethod
     def _summed_squares(ctx: Context, expr, differences: bool = True):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
-        `reduce_sum(squared_difference(a, b))`, through every carrier and what keeps a zero zero
-        (`relu`, `abs`): no epsilon added. Not a mean of them: that is a standard deviation or an
+        `reduce_sum(squared_difference(a, b))`, or a square with no sum (`sqrt(square(a - b))`),
+        through every carrier and what keeps a zero zero (`relu`, `abs`): no epsilon added. Not a mean of them: that is a standard deviation or an
         RMSE, in real code nearly always a statistic no gradient flows through. With
         `differences` False, the squared value itself, a difference or not."""
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
@@ -205,9 +215,10 @@ class NanGradientAtZero(Rule):
                 return [value.args[0].value]
             return []
         total = trace(ctx.flow, expr, reduced, keeps_zero)
-        if total is None:
+        squares = total.args[0].value if total is not None else expr  # sqrt(square(d)) is |d|: as singular
+        if squares is None:
             return None
-        base = trace(ctx.flow, total.args[0].value, lambda value: _squared(ctx, value))
+        base = trace(ctx.flow, squares, lambda value: _squared(ctx, value))
         if base is None or (isinstance(base, cst.Call) and ctx.call_name(base) in SQUARED_DIFFERENCES):
             return base  # squared_difference(a, b) is the square of a difference itself
         return difference(ctx.flow, base) if differences else base
@@ -217,6 +228,7 @@ class NanGradientAtZero(Rule):
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
         masks; or the norm is only logged or clipped."""
         if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
+                or only_from(ctx.flow, inner, NOT_DIFFERENTIATED_WORDS | DATA_WORDS) \
                 or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
                 or never_differentiated(ctx.flow, node):
             return True

@@ -11,6 +11,7 @@ from ..findings import SAFE, Fix, Report
 from ..flow.carriers import same_value, trace
 from ..flow.constants import UNKNOWN
 from ..flow.formulas import (
+    DATA_WORDS,
     DIVIDES,
     LOGS,
     TRAINING_WORDS,
@@ -70,6 +71,11 @@ class WhereNanGradient(Rule):
         slope. Offered when the condition and the input are names, attributes or constants.
     """
     VALID = [
+        # a metric's log of the data (y_true), and a rounded value: no gradient reaches them
+        "import tensorflow as tf\ndef kl_divergence(y_true, y_pred):\n"
+        "    return tf.where(y_true == 0.0, 0.0, y_true * tf.math.log(y_true))\n"
+        "def smape(pred, true):\n    summ = tf.abs(tf.round(pred)) + tf.abs(tf.round(true))\n"
+        "    return tf.where(summ < 0.01, 0.0, 1.0 / summ)\n",
         # the double where
         "import tensorflow as tf\ny = tf.where(v > 0, tf.math.log(tf.where(v > 0, v, 1.0)), 0.0)\n",
         "import tensorflow as tf\nh = tf.math.xlogy(p, p)\nr = tf.math.divide_no_nan(1.0, d)\n",
@@ -144,7 +150,7 @@ class WhereNanGradient(Rule):
         for selected, branch in ((True, where.args[1].value), (False, where.args[2].value)):
             found = self._singular(ctx, branch, compared)
             # made of labels, masks and shapes alone, the branch has no gradient to spoil
-            if found is None or only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS):
+            if found is None or only_from(ctx.flow, found[0], NOT_DIFFERENTIATED_WORDS | DATA_WORDS):
                 continue
             singular, x, held = found
             points = (-1.0, 1.0) if ctx.call_name(singular) in ARC_FUNCTIONS else (0.0,)
