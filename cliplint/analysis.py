@@ -283,6 +283,10 @@ def _reports(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]
         except Exception as err:  # one broken rule must not erase the others' findings
             crashed.append(bad_input(
                 ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
+    for rule in dict.fromkeys(rule for rule, report in reports if report.node not in ctx.pre):  # a linked module's
+        crashed.append(bad_input(ctx.path, f"internal error in rule {rule.code} ({rule.name}): "
+                                           "it reported outside the file; those findings were dropped"))
+    reports = [(rule, report) for rule, report in reports if report.node in ctx.pre]
     if not reports:
         return [], crashed
     placed = positions(ctx) if positions is not None else Positions(ctx, lines)

@@ -255,6 +255,28 @@ def test_broken_configuration_is_one_clear_error(tmp_path, run_cli, table, messa
     assert result.stderr.count("\n") == 1
 
 
+def test_a_rule_reporting_outside_the_file_is_an_internal_error_not_a_traceback(tmp_path, monkeypatch):
+    """A rule that reports a node of another tree (a linked module's, as CL005 once did through
+    the flow's name index) costs its findings and an internal-error CL000, never the run."""
+    import libcst as cst
+
+    from cliplint.findings import Report
+    from cliplint.rules import Rule
+
+    class Elsewhere(Rule):
+        code, name, severity, tokens = "CL003", "per-tensor-clip-norm", "warning", (b"tf",)
+
+        def check(self, ctx):
+            yield Report(cst.parse_expression("tf.clip_by_norm(g, 1.0)"), "a node of another module")
+
+    monkeypatch.setitem(ALL_RULES, "CL003", Elsewhere())
+    (tmp_path / "a.py").write_text("import tensorflow as tf\n" + CONFLICT + "\n")
+    result = engine.run([str(tmp_path / "a.py")], Config(isolated=True))
+    assert [f.code for f in result.findings] == ["CL000", "CL001"]
+    assert "internal error in rule CL003 (per-tensor-clip-norm): it reported outside the file" \
+        in result.findings[0].message
+
+
 def test_a_crashing_rule_means_exit_2_with_the_other_findings_kept(tmp_path, monkeypatch):
     from cliplint import cli
     from cliplint.rules import Rule

@@ -62,7 +62,11 @@ NO_GRADIENT = NOT_DIFFERENTIATED | frozenset({
     "tensorflow.less", "tensorflow.math.less", "tensorflow.greater_equal", "tensorflow.math.greater_equal",
     "tensorflow.less_equal", "tensorflow.math.less_equal", "tensorflow.shape", "tensorflow.size", "tensorflow.rank",
     "keras.ops.shape", "keras.backend.shape", "tensorflow.one_hot", "keras.ops.one_hot", "keras.backend.one_hot",
-    "tensorflow.zeros_like", "tensorflow.ones_like", "keras.ops.zeros_like", "keras.ops.ones_like"})
+    "tensorflow.zeros_like", "tensorflow.ones_like", "keras.ops.zeros_like", "keras.ops.ones_like",
+    # random draws: no trainable value in them (noise to add, a random direction to normalise)
+    "tensorflow.random.normal", "tensorflow.random.uniform", "tensorflow.random.truncated_normal",
+    "tensorflow.random_normal", "tensorflow.random_uniform", "tensorflow.truncated_normal", "keras.random.normal",
+    "keras.random.uniform", "keras.backend.random_normal", "keras.backend.random_uniform"})
 PIPELINE_METHODS = ("map", "filter", "flat_map", "interleave")
 PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})
 OVERFLOW = 80.0  # exp overflows float32 from about 88.7; a shown bound below this is safe
@@ -412,13 +416,18 @@ TRAINING_WORDS = ("GradientTape", "gradient", "gradients", "compute_gradients", 
 
 
 def never_differentiated(flow: Dataflow, node: cst.CSTNode) -> bool:
-    """Code at the top level of a module (or notebook) that differentiates nothing: no tape, no
-    gradients, no Keras training. A function's value may be differentiated by its callers
-    elsewhere, so only statements outside every function and class count."""
+    """Code at the top level of a module (or notebook) that differentiates nothing after it: no
+    tape, no gradients, no Keras training below it (TF 1's `minimize` builds the gradient of
+    the graph as it stands, so an evaluation op defined after it is not differentiated). A
+    function's value may be differentiated by its callers elsewhere, so only statements outside
+    every function and class count."""
     ctx = flow.ctx
-    if any(isinstance(outer, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) for outer in ctx.ancestors(node)):
+    if any(isinstance(outer, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
+           or (isinstance(outer, cst.With) and "GradientTape" in ctx.text(outer.items[0]))  # under a tape
+           for outer in ctx.ancestors(node)):
         return False
-    return not any(isinstance(n, cst.Name) and n.value in TRAINING_WORDS for n in ctx.nodes(cst.Name))
+    return not any(isinstance(n, cst.Name) and n.value in TRAINING_WORDS and ctx.pre[n] > ctx.pre[node]
+                   for n in ctx.nodes(cst.Name))
 
 
 def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:

@@ -95,6 +95,11 @@ class NanGradientAtZero(Rule):
         "tf.reduce_mean(tf.norm(pred - gt, axis=1), name='epe')\n",
         # a script that differentiates nothing: the norm is a printed number
         "import tensorflow as tf\nerr = tf.norm(a - a_approx) ** 2\nprint(err)\n",
+        # a random direction, normalised; a TF 1 evaluation op built after `minimize`
+        "import tensorflow as tf\ndef noise(n):\n    u = tf.random.normal((n, 4))\n"
+        "    return u / tf.sqrt(tf.reduce_sum(tf.square(u), axis=0))\n",
+        "import tensorflow.compat.v1 as tf\ntrain_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)\n"
+        "x_norm = x_embed / tf.sqrt(tf.reduce_sum(tf.square(x_embed)))\n",
         # made of ground truth and of what carries no gradient (argmax, one_hot)
         "import tensorflow as tf\ndef volume(prediction, ground_truth, eps=1e-3):\n"
         "    gt_red = tf.reduce_sum(tf.one_hot(ground_truth, 4), 0)\n"

@@ -188,7 +188,7 @@ class UnfilteredNoneGradients(Rule):
         reported = set()
         loop_names = {name.value for node in ctx.nodes(cst.For, cst.CompFor) for name, _ in target_names(node.target)}
         loop_names |= {p.name.value for lam in ctx.nodes(cst.Lambda) for p in lam.params.params}
-        for use in (n for name in sorted(loop_names) for n in ctx.flow.names(name)):
+        for use in (n for n in ctx.nodes(cst.Name) if n.value in loop_names):  # the file's own, not a linked module's
             parent = ctx.parent.get(use)
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None
