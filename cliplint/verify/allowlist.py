@@ -145,11 +145,12 @@ BUILTINS = frozenset("""
 """.split())
 
 # String literals a snippet may pass: losses, activations, optimizers by name, reductions,
-# initializers, dtypes and clip option names. Any other string makes the probe `skipped`.
+# initializers, dtypes, paddings, norm orders and clip option names. Any other string makes the probe `skipped`.
 STRINGS = frozenset("""
     adam sgd rmsprop adamw adagrad adadelta adamax nadam ftrl
     mse mae mean_squared_error mean_absolute_error binary_crossentropy categorical_crossentropy
-    sparse_categorical_crossentropy softmax sigmoid relu linear tanh
+    sparse_categorical_crossentropy softmax sigmoid relu linear tanh elu selu softplus softsign swish
+    gelu exponential hard_sigmoid same valid fro euclidean
     sum mean none auto sum_over_batch_size ones zeros glorot_uniform he_normal
     float16 float32 float64 bfloat16 int32 int64 channels_last channels_first
     clipnorm clipvalue global_clipnorm learning_rate lr momentum beta_1 beta_2 epsilon weight_decay
