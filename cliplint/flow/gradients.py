@@ -73,6 +73,10 @@ class Gradients:
     def _gradient_call(self, call: cst.Call, depth: int) -> Optional[GradList]:
         func = call.func
         name = self.ctx.call_name(call)
+        if isinstance(func, cst.Name) and func.value == "zip" and len(call.args) == 2 \
+                and not any(a.star for a in call.args):  # list(zip(grads, variables)): the pairs
+            grads = self.gradient_list(call.args[0].value, depth + 1)
+            return dataclasses.replace(grads, pairs=True) if grads is not None and not grads.pairs else None
         if name == "tensorflow.gradients" or (
                 isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value)):
             zero = arg(call, 99, "unconnected_gradients")
@@ -96,7 +100,7 @@ class Gradients:
                 inner = self.gradient_list(value.args[0].value, depth + 1)
                 if inner is not None and inner.pairs:
                     return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
-            return None
+                return None
         if binding is not None and binding.kind == "iter" and not binding.path and binding.value is not None:
             return self._taken_whole(binding.value, depth)
         return self._from_origins(name, depth)

@@ -143,6 +143,10 @@ class UnfilteredNoneGradients(Rule):
         "        for g, _ in grad_and_vars:\n            tf.expand_dims(g, 0)\n",
     ]
     INVALID = [
+        # the pairs made into a named list first
+        Invalid("import tensorflow.compat.v1 as tf\ngrads = tf.gradients(loss, var_list)\n"
+                "grads_and_vars = list(zip(grads, var_list))\nfor grad, var in grads_and_vars:\n"
+                "    tf.summary.scalar('gradient_norm/' + var.name, tf.norm(grad))\n", 5),
         # the towers' average (a list of gradient lists, one variable's entries at a time)
         Invalid("import tensorflow.compat.v1 as tf\ntower_grads = []\nfor loss in tower_losses:\n"
                 "    tower_grads.append(opt.compute_gradients(loss))\n"
