@@ -26,7 +26,7 @@ import os
 import stat
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from . import __version__
 from .files import NotRegularFile, open_regular, read_at_most, read_regular
@@ -379,6 +379,12 @@ def stat_key(path: str) -> Optional[StatKey]:
     return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev
 
 
+@lru_cache(maxsize=64)
+def codes_text(codes: FrozenSet[str]) -> str:
+    """The enabled codes as the last run's entry records them (most files share one set)."""
+    return ",".join(sorted(codes))
+
+
 class LastRun:
     """One entry in the results store holding a whole run's results, keyed by display path,
     each with the file's `stat_key`, the codes enabled for it and the size limit it was read
@@ -407,7 +413,7 @@ class LastRun:
         if key is None or not isinstance(entry, list) or len(entry) != 5:
             return None
         known, known_codes, known_limit, findings, crashed = entry
-        if known != list(key) or known_codes != ",".join(sorted(codes)) or known_limit != limit:
+        if known != list(key) or known_codes != codes_text(codes) or known_limit != limit:
             return None
         return findings, crashed
 

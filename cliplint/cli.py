@@ -252,8 +252,12 @@ def _with_severities(findings, config: Config):
     from dataclasses import replace
 
     changed = []
+    by_path: dict = {}  # a file's findings share its settings: one lookup per file, not per finding
     for finding in findings:
-        level = config.for_path(finding.path).severity_of(finding.code, finding.severity)
+        settings = by_path.get(finding.path)
+        if settings is None:
+            settings = by_path[finding.path] = config.for_path(finding.path)
+        level = settings.severity_of(finding.code, finding.severity) if settings.severity else finding.severity
         changed.append(finding if level == finding.severity else replace(finding, severity=level))
     return changed
 
