@@ -19,11 +19,6 @@ from .files import read_regular
 from .findings import UNREADABLE, Finding, bad_input
 from .globs import matcher, path_matches
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore
-
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
 # ruff's documented list of commonly ignored folders, then cliplint's own cache and __pycache__.
@@ -256,6 +251,10 @@ class Settings:
 
 
 def _table(path: str) -> Optional[dict]:
+    try:  # imported only when a pyproject.toml is read: most folders a run walks have none
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore
     try:
         data = tomllib.loads(read_regular(path, DEFAULT_MAX_FILE_SIZE).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
