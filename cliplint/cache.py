@@ -26,7 +26,7 @@ import os
 import stat
 from dataclasses import asdict
 from functools import lru_cache
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from . import __version__
 from .files import NotRegularFile, open_regular, read_at_most, read_regular
@@ -379,6 +379,12 @@ def stat_key(path: str) -> Optional[StatKey]:
     return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev
 
 
+@lru_cache(maxsize=64)
+def codes_text(codes: FrozenSet[str]) -> str:
+    """The enabled codes as the last run's entry records them (most files share one set)."""
+    return ",".join(sorted(codes))
+
+
 class LastRun:
     """One entry in the results store holding a whole run's results, keyed by display path,
     each with the file's `stat_key`, the codes enabled for it and the size limit it was read
@@ -402,14 +408,29 @@ class LastRun:
             digest.update(part.encode() + b"\0")
         return digest.hexdigest()
 
-    def get(self, display: str, key: Optional[StatKey], codes, limit: int) -> Optional[Tuple[List[dict], bool]]:
+    def get(self, display: str, key: Optional[StatKey], codes, limit: int, probes: bool = True
+            ) -> Optional[Tuple[List[dict], List[Optional[dict]], bool]]:
+        """(finding records, their probes, crashed) when the file's stat, codes and size limit
+        are those recorded. The probes (a third of the entry) are decoded only when `probes`:
+        a run that does not verify never reads them (each is None then)."""
         entry = self.entries.get(display)
-        if key is None or not isinstance(entry, list) or len(entry) != 5:
+        if key is None or not isinstance(entry, list) or len(entry) != 6:
             return None
-        known, known_codes, known_limit, findings, crashed = entry
-        if known != list(key) or known_codes != ",".join(sorted(codes)) or known_limit != limit:
+        known, known_codes, known_limit, findings, crashed, stored = entry
+        if known != list(key) or known_codes != codes_text(codes) or known_limit != limit:
             return None
-        return findings, crashed
+        payloads = json.loads(stored) if probes and stored else [None] * len(findings)
+        return findings, payloads, crashed
+
+    @staticmethod
+    def entry(key: StatKey, codes, limit: int, findings, crashed: bool) -> list:
+        """A file's entry: its stat, codes and size limit, its findings' records without their
+        probes, whether a rule crashed, and the probes as one JSON text ("" when none has one),
+        which a warm run that does not verify skips as one string instead of parsing it."""
+        records = [asdict(finding) for finding in findings]
+        payloads = [record.pop("probe") for record in records]
+        probes = json.dumps(payloads, separators=(",", ":")) if any(p is not None for p in payloads) else ""
+        return [list(key), codes_text(codes), limit, records, crashed, probes]
 
     def save(self, entries: Dict[str, list]) -> None:
         """Replace the entry when anything differs from what was read."""

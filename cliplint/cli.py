@@ -157,7 +157,7 @@ def run_check(paths: List[str], o: SimpleNamespace) -> int:
             return _diff(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout, o.quiet)
         if _fixing(o, config, targets):
             fixing = _fix(config, targets, o.unsafe_fixes, o.verify, o.verify_timeout)
-        result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache)
+        result = _lint(config, targets, o.jobs or os.cpu_count() or 1, o.stdin_filename, cache, o.verify)
         result.findings = _with_severities(result.findings, config)
         if o.write_baseline:
             return _write_baseline(o.write_baseline, result)
@@ -252,8 +252,12 @@ def _with_severities(findings, config: Config):
     from dataclasses import replace
 
     changed = []
+    by_path: dict = {}  # a file's findings share its settings: one lookup per file, not per finding
     for finding in findings:
-        level = config.for_path(finding.path).severity_of(finding.code, finding.severity)
+        settings = by_path.get(finding.path)
+        if settings is None:
+            settings = by_path[finding.path] = config.for_path(finding.path)
+        level = settings.severity_of(finding.code, finding.severity) if settings.severity else finding.severity
         changed.append(finding if level == finding.severity else replace(finding, severity=level))
     return changed
 
@@ -377,12 +381,14 @@ def _add_noqa(result, config: Config, targets: List[str]) -> int:
     return EXIT_CLEAN
 
 
-def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str]):
+def _lint(config: Config, paths: List[str], jobs: int, stdin_filename: Optional[str], cache: Optional[str],
+          probes: bool):
+    """`probes`: the findings will be verified (only then must they carry what the verifier runs)."""
     from .engine import lint_stdin, run
 
     if paths == ["-"]:
         return lint_stdin(sys.stdin.buffer.read(), stdin_filename or "-", config)
-    return run(paths, config, jobs, cache)
+    return run(paths, config, jobs, cache, probes)
 
 
 def _emit(result, output_format: str, output_file: Optional[str], statistics: bool, quiet: bool,

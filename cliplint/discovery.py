@@ -55,16 +55,30 @@ class GitIgnore:
             rules.append((directory, glob_to_regex(line.lstrip("/")), negated, dir_only, anchored))
         return GitIgnore(tuple(rules))
 
-    def ignored(self, path: str, is_dir: bool) -> bool:
-        result = False
+    def in_folder(self, folder: str) -> "FolderRules":
+        """The rules that can match an entry of `folder` (absolute, normalised), each with the
+        folder's path relative to the rule's base, so that an entry's path is a concatenation:
+        the `relpath` gitignore matching needs, computed once per folder instead of per entry."""
+        prepared = []
         for base, regex, negated, dir_only, anchored in self.rules:
+            relative = os.path.relpath(folder, base).replace(os.sep, "/")
+            if not relative.startswith(".."):  # always so: a rule's base is the folder or above it
+                prepared.append(("" if relative == "." else relative + "/", regex, negated, dir_only, anchored))
+        return FolderRules(tuple(prepared))
+
+
+class FolderRules:
+    """`GitIgnore.in_folder`: the rules for one folder's entries, matched by name."""
+
+    def __init__(self, rules: Tuple) -> None:
+        self.rules = rules  # (the folder relative to the rule's base + "/", regex, negated, dir only, anchored)
+
+    def ignored(self, name: str, is_dir: bool) -> bool:
+        result = False
+        for prefix, regex, negated, dir_only, anchored in self.rules:
             if dir_only and not is_dir:
                 continue
-            relative = os.path.relpath(path, base).replace(os.sep, "/")
-            if relative.startswith(".."):
-                continue
-            subject = relative if anchored else relative.rsplit("/", 1)[-1]
-            if regex.match(subject):
+            if regex.match(prefix + name if anchored else name):
                 result = not negated
         return result
 
@@ -76,11 +90,14 @@ class Target:
     settings: Settings
     kind: str  # file | missing | broken symlink | unreadable folder: ...
     cache: Optional[str] = None  # the cache folder, when caching
+    absolute: str = ""  # os.path.abspath(path), when discovery computed it
 
 
-def display_of(path: str) -> str:
-    absolute = os.path.abspath(path)
-    cwd = os.getcwd()
+def display_of(path: str, absolute: Optional[str] = None, cwd: Optional[str] = None) -> str:
+    """How a report names `path`: relative to the current folder when inside it. `absolute`
+    and `cwd`, when the caller has them (a folder walk): no abspath or getcwd per file."""
+    absolute = os.path.abspath(path) if absolute is None else absolute
+    cwd = os.getcwd() if cwd is None else cwd
     if absolute == cwd:
         return "."
     if absolute.startswith(cwd.rstrip(os.sep) + os.sep):  # both normalised: a slice is relpath
@@ -130,7 +147,8 @@ def force_excluded(path: str, settings) -> bool:
 
 
 def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
-    settings = config.for_path(os.path.join(root, "_"))
+    absolute = os.path.abspath(root)
+    settings = config.for_folder(absolute)
     if settings.respect_gitignore:
         ignore = ignore.entering(root)
     try:
@@ -138,27 +156,33 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
     except OSError as err:
         yield Target(root, display_of(root), settings, f"unreadable folder: {err.strerror}")
         return
+    folder = absolute.rstrip(os.sep) + os.sep  # an entry's absolute path is `folder + name`
+    cwd, fixed = os.getcwd(), settings.fixed_components(top)
+    rules = ignore.in_folder(absolute) if settings.respect_gitignore else None
     for entry in entries:
         path = entry.path
         try:
             is_dir = entry.is_dir(follow_symlinks=False)
         except OSError:
             is_dir = False
-        if settings.excluded(path, below=top) or (settings.respect_gitignore and ignore.ignored(path, is_dir)):
+        relative = settings.entry_relative(folder, entry.name, path)
+        if settings.excluded_relative(relative, fixed) or (rules is not None and rules.ignored(entry.name, is_dir)):
             continue
         if is_dir:
             if not os.path.exists(os.path.join(path, "pyvenv.cfg")):  # a virtualenv
                 yield from _walk(path, config, ignore, top)
         elif entry.name.endswith(PYTHON_SUFFIXES) or settings.audits(path):
             kind = "file" if not entry.is_symlink() or os.path.exists(path) else "broken symlink"
-            yield Target(path, display_of(path), config.for_path(path), kind)
+            # the folder's settings: a file's are its folder's (`Config.for_path`)
+            yield Target(path, display_of(path, folder + entry.name, cwd), settings, kind,
+                         absolute=folder + entry.name)
 
 
 def unique(targets: Iterable[Target]) -> List[Target]:
     """Each file once, however many of the given paths reach it."""
     seen, unique = set(), []
     for target in targets:
-        key = os.path.abspath(target.path)
+        key = target.absolute or os.path.abspath(target.path)
         if key not in seen:
             seen.add(key)
             unique.append(target)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -98,7 +98,18 @@ def _cached(target: Target, project: Project) -> Optional[Tuple[List[Finding], b
     hit = cache.get(cache.key(data, target.display, codes, repr(target.settings.src)))
     if hit is None or not project.unchanged(hit[2], target.settings.src):
         return None
-    return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
+    return [_finding(record, record["probe"]) for record in hit[0] if record["code"] in codes], hit[1]
+
+
+def _finding(record: dict, probe: Optional[dict]) -> Finding:
+    """A finding from its cached record (`asdict` of one, read from an authenticated entry of
+    this build; the last run's keeps its probe apart), its fields filled in directly: a frozen
+    dataclass's `__init__` sets each field with `object.__setattr__`, eight times the cost,
+    and a warm run makes thousands."""
+    finding = object.__new__(Finding)
+    finding.__dict__.update(record)
+    finding.__dict__["probe"] = probe
+    return finding
 
 
 def _lint_data(path: str, data: bytes, codes, display: str) -> Tuple[List[Finding], bool]:
@@ -125,7 +136,10 @@ def _audit(path: str, source, rules, display: str) -> Tuple[List[Finding], bool]
         return [bad_input(display, f"internal error in the config auditor: {type(err).__name__}: {err}")], True
 
 
-def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str] = None) -> RunResult:
+def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str] = None,
+        probes: bool = True) -> RunResult:
+    """`probes`: False when the findings will not be verified (a result remembered from the last
+    run then comes without what the verifier runs: reading it is a third of a warm run)."""
     targets = unique(discover(paths, config))
     cache, warnings = _usable_cache(cache)
     project = Project(cache)  # the summaries of the project modules the files import (pass 1, on demand)
@@ -137,7 +151,7 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
     remembered = [False] * len(targets)
     for index, target in enumerate(targets):
         target.cache = cache
-        hit = _remembered(last, target, keys[index]) if last is not None else None
+        hit = _remembered(last, target, keys[index], probes) if last is not None else None
         remembered[index] = hit is not None
         if hit is None and cache is not None:
             hit = _cached(target, project)
@@ -166,13 +180,14 @@ def _cacheable(target: Target) -> bool:
     return target.kind == "file" and not target.path.lower().endswith(".keras")  # an archive: read lazily
 
 
-def _remembered(last: LastRun, target: Target, key) -> Optional[Tuple[List[Finding], bool]]:
+def _remembered(last: LastRun, target: Target, key, probes: bool) -> Optional[Tuple[List[Finding], bool]]:
     settings = target.settings
     codes = settings.enabled_codes(target.path)
-    hit = last.get(target.display, key, codes, settings.max_file_size)
+    hit = last.get(target.display, key, codes, settings.max_file_size, probes)
     if hit is None:
         return None
-    return [Finding(**record) for record in hit[0] if record["code"] in codes], hit[1]
+    records, payloads, crashed = hit
+    return [_finding(record, probe) for record, probe in zip(records, payloads) if record["code"] in codes], crashed
 
 
 def _entries(last: LastRun, targets: List[Target], keys, results, remembered: List[bool]) -> dict:
@@ -182,9 +197,8 @@ def _entries(last: LastRun, targets: List[Target], keys, results, remembered: Li
     entries = {}
     for target, key, (found, crashed), same in zip(targets, keys, results, remembered):
         if key is not None:
-            entries[target.display] = last.entries[target.display] if same else [
-                list(key), ",".join(sorted(target.settings.enabled_codes(target.path))),
-                target.settings.max_file_size, [asdict(f) for f in found], crashed]
+            entries[target.display] = last.entries[target.display] if same else LastRun.entry(
+                key, target.settings.enabled_codes(target.path), target.settings.max_file_size, found, crashed)
     return entries
 
 

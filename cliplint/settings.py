@@ -19,11 +19,6 @@ from .files import read_regular
 from .findings import UNREADABLE, Finding, bad_input
 from .globs import matcher, path_matches
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python < 3.11
-    import tomli as tomllib  # type: ignore
-
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml", ".keras")
 # ruff's documented list of commonly ignored folders, then cliplint's own cache and __pycache__.
@@ -210,23 +205,43 @@ class Settings:
     def excluded(self, path: str, below: Optional[str] = None) -> bool:
         """Is `path` excluded? With `below`, only the components under that folder (one the
         user named explicitly) can match."""
-        relative = self._relative_or_absolute(path)
-        fixed = 0
-        if below is not None:
-            start = self._relative_or_absolute(below)
-            fixed = 0 if start in ("", ".") else len(start.split("/"))
+        return self.excluded_relative(self.relative_or_absolute(path), self.fixed_components(below))
+
+    def excluded_relative(self, relative: str, fixed: int = 0) -> bool:
+        """`excluded` of a path given as `relative_or_absolute` says it, its first `fixed`
+        components never matched (a folder walk computes both once per folder)."""
         return matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
 
-    def _relative_or_absolute(self, path: str) -> str:
+    def fixed_components(self, below: Optional[str]) -> int:
+        """How many components of a path below the folder `below` that folder takes (0: none given)."""
+        if below is None:
+            return 0
+        start = self.relative_or_absolute(below)
+        return 0 if start in ("", ".") else len(start.split("/"))
+
+    def relative_or_absolute(self, path: str) -> str:
+        """`relative`, or the absolute path without its leading slash when `path` is outside the
+        settings' folder: what exclude and config-skip patterns are matched against."""
         relative = self.relative(path)
         if relative.startswith(".."):
             relative = os.path.abspath(path).replace(os.sep, "/").lstrip("/")
         return relative
 
+    def entry_relative(self, folder: str, name: str, path: str) -> str:
+        """`relative_or_absolute(path)` of the entry `name` of `folder` (absolute, normalised, ending
+        in a separator), a slice and a concatenation in the usual case: `folder` inside the
+        settings' folder (a walk asks this for every entry of every folder)."""
+        prefix = self.root.rstrip(os.sep) + os.sep
+        if folder.startswith(prefix):
+            relative = folder[len(prefix):].replace(os.sep, "/") + name
+            if not relative.startswith(".."):
+                return relative
+        return self.relative_or_absolute(path)
+
     def audits(self, path: str) -> bool:
         """Is this (discovered) file a training config the auditor should read?"""
         name = os.path.basename(path)
-        relative = self._relative_or_absolute(path)
+        relative = self.relative_or_absolute(path)
         return any(fnmatch.fnmatch(name, glob) for glob in self.config_files) \
             and not any(path_matches(pattern, relative) for pattern in CONFIG_SKIP)
 
@@ -236,6 +251,10 @@ class Settings:
 
 
 def _table(path: str) -> Optional[dict]:
+    try:  # imported only when a pyproject.toml is read: most folders a run walks have none
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore
     try:
         data = tomllib.loads(read_regular(path, DEFAULT_MAX_FILE_SIZE).decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -403,8 +422,11 @@ class Config:
     def for_path(self, path: str) -> Settings:
         if self._fixed is not None:
             return self._fixed
-        directory = os.path.dirname(os.path.abspath(path))
-        return self._for_dir(directory)
+        return self._for_dir(os.path.dirname(os.path.abspath(path)))
+
+    def for_folder(self, folder: str) -> Settings:
+        """The settings of the files in `folder` (absolute and normalised): `for_path` of any of them."""
+        return self._fixed if self._fixed is not None else self._for_dir(folder)
 
     def _for_dir(self, directory: str) -> Settings:
         cached = self._by_dir.get(directory)

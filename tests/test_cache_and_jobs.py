@@ -37,6 +37,29 @@ def test_second_run_is_served_from_the_cache(tmp_path, counted):
     assert second[0].probe == first[0].probe  # --verify still works on cached findings
 
 
+def test_a_warm_run_that_does_not_verify_leaves_the_probes_unread(tmp_path, counted):
+    """The last run's entry keeps the findings' probes apart, a third of it: a run that will
+    not verify gets its findings without them; one that will still gets them."""
+    (tmp_path / "a.py").write_text(BAD)
+    first = lint(tmp_path / "a.py", tmp_path / "cache")
+    plain = engine.run([str(tmp_path / "a.py")], Config(isolated=True), jobs=1, cache=str(tmp_path / "cache"),
+                       probes=False).findings
+    assert plain == first and plain[0].probe is None
+    assert lint(tmp_path / "a.py", tmp_path / "cache")[0].probe == first[0].probe is not None
+    assert len(counted) == 1
+
+
+def test_a_verify_run_after_a_plain_warm_one_still_verifies(tmp_path, run_cli):
+    """Through the command: the second run is answered by the last run's entry, probes and all."""
+    import json
+
+    (tmp_path / "a.py").write_text(BAD)
+    assert run_cli("--cache-dir", "cache", "a.py").returncode == 1
+    assert run_cli("--cache-dir", "cache", "a.py").returncode == 1  # warm, without the probes
+    records = json.loads(run_cli("--verify", "--cache-dir", "cache", "--output-format", "json", "a.py").stdout)
+    assert [(r["code"], r["verification"]["verdict"]) for r in records] == [("CL001", "confirmed")]
+
+
 def test_a_clean_file_is_cached_as_an_empty_entry(tmp_path, counted):
     (tmp_path / "clean.py").write_text(BAD.replace(", clipvalue=0.5", ""))
     assert lint(tmp_path / "clean.py", tmp_path / "cache") == []

@@ -57,6 +57,21 @@ async def test_editing_a_helper_relints_its_open_importer(client: LanguageClient
     assert codes(await published(client, train, mark)) == [("CL010", 3)]
 
 
+async def test_an_import_under_a_top_level_try_is_followed_edit_after_edit(client: LanguageClient, tmp_path):
+    """The server reads a file's imports from its top-level statements alone before following
+    them: an import under `try` counts, as on the command line, and an edit elsewhere keeps it."""
+    train = (tmp_path / "guarded.py").as_uri()
+    text = TRAIN.replace("from models import build\n", "try:\n    from models import build\nexcept ImportError:\n"
+                                                        "    raise\n")
+    assert codes(await opened(client, train, text)) == [("CL010", 6)]
+    mark = len(client.published)
+    edit(client, train, text.replace("model = build()", "model = build()  # typed"), 2)
+    assert codes(await published(client, train, mark)) == [("CL010", 6)]
+    mark = len(client.published)
+    edit(client, train, text.replace("from models import build", "from keras import build"), 3)
+    assert codes(await published(client, train, mark)) == []
+
+
 async def test_closing_an_edited_helper_brings_back_the_disk_version(client: LanguageClient, tmp_path):
     train, models = (tmp_path / "train.py").as_uri(), (tmp_path / "models.py").as_uri()
     await opened(client, models, BUILD)

@@ -12,6 +12,7 @@ imported from the project refers to, and `defined_at(node)`, where a summary's d
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple, Type
 
 import libcst as cst
@@ -254,9 +255,36 @@ def link_on_demand(ctx):
     from .session import CURRENT
 
     reading = CURRENT.get()
+    if reading is None or not _may_import_project(ctx, reading.src):
+        return ctx
     try:
-        tree = ast.parse(ctx.source) if reading is not None else None
+        tree = ast.parse(ctx.source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         tree = None
-    imported = reading.prepare(os.path.abspath(ctx.path), tree) if reading is not None and tree is not None else None
+    imported = reading.prepare(os.path.abspath(ctx.path), tree) if tree is not None else None
     return link(ctx, imported) if imported is not None else ctx
+
+
+def _may_import_project(ctx, src: Tuple[str, ...]) -> bool:
+    """Could the file import one of its project's modules? False when the statements
+    `import_map` reads (the top level's imports, also under a top-level `if` or `try`), parsed
+    alone, import none: `Reading.prepare` would then answer None whatever the rest of the file
+    holds. Parsing those few statements instead of the whole text is what an editor's lint of
+    a file importing only TensorFlow costs, on every edit."""
+    import ast
+
+    from ..positions import top_statement
+    from .resolve import import_map
+    from .roots import source_roots
+
+    tops = {top: None for top in map(partial(top_statement, ctx), ctx.nodes(cst.Import, cst.ImportFrom))
+            if isinstance(top, (cst.SimpleStatementLine, cst.If, cst.Try))}
+    if not tops:
+        return False
+    try:
+        statements = ast.parse("".join(ctx.text(top) for top in tops)).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True  # the whole text decides
+    path = os.path.abspath(ctx.path)
+    entries, stars = import_map(statements, path, source_roots(path, src))
+    return bool(entries or stars)

@@ -30,8 +30,9 @@ def lines_of(text: str) -> List[str]:
 def position(lines: Sequence[str], line: int, column: int, units: Units) -> types.Position:
     """A 1-based line and code-point column, clamped to the document."""
     index = min(max(line - 1, 0), len(lines) - 1)
-    text = lines[index]
-    return types.Position(line=index, character=units(text[:max(column - 1, 0)]))
+    before = lines[index][:max(column - 1, 0)]
+    # an ASCII character is one code unit in every encoding (UTF-8, -16, -32): no count per character
+    return types.Position(line=index, character=len(before) if before.isascii() else units(before))
 
 
 def finding_range(finding: Finding, lines: Sequence[str], units: Units) -> types.Range:
