@@ -7,6 +7,7 @@ against `None`, what a clip of a list binds (`clipping`), and whether a value re
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -288,19 +289,37 @@ def applied(flow: Dataflow, produced: cst.CSTNode) -> bool:
     arguments through the carriers (`carriers.origins`) and what combines lists into pairs
     (`zip`, `list`, literals, comprehensions), so a carrier the engine follows for a source
     counts on the way to the sink too."""
-    return any(_comes_from(flow, argument.value, produced, 0)
-               for call in flow.ctx.nodes(cst.Call) if _applies(call) for argument in call.args)
+    return any(_same_value(flow, expr, produced) for expr in _reaching_apply(flow))
+
+
+_REACHING: "weakref.WeakKeyDictionary[Dataflow, List[cst.BaseExpression]]" = weakref.WeakKeyDictionary()
+
+
+def _reaching_apply(flow: Dataflow) -> List[cst.BaseExpression]:
+    """Every expression whose value an apply's argument holds, to `MAX_DEPTH * 2` hops, breadth
+    first with each visited once (built once per module: every clip asks)."""
+    if flow not in _REACHING:
+        todo = [(argument.value, 0) for call in flow.ctx.nodes(cst.Call) if _applies(call) for argument in call.args]
+        seen: List[cst.BaseExpression] = []
+        visited: set = set()
+        while todo:
+            expr, depth = todo.pop(0)
+            if expr in visited or depth > MAX_DEPTH * 2:
+                continue
+            visited.add(expr)
+            seen.append(expr)
+            todo += [(part, depth + 1) for part in _parts(flow, expr)]
+        _REACHING[flow] = seen
+    return _REACHING[flow]
 
 
 def _applies(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value in APPLY_METHODS
 
 
-def _comes_from(flow: Dataflow, expr: cst.BaseExpression, produced: cst.CSTNode, depth: int) -> bool:
-    if depth > MAX_DEPTH * 2:
-        return False
-    if _same_value(flow, expr, produced):
-        return True
+def _parts(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
+    """What a value on the way to an apply is made of: the lists a combiner pairs, a
+    comprehension's iterable, a literal's elements, and its origins."""
     parts: List[cst.BaseExpression] = []
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in _COMBINERS:
         parts = [a.value for a in expr.args]
@@ -308,8 +327,7 @@ def _comes_from(flow: Dataflow, expr: cst.BaseExpression, produced: cst.CSTNode,
         parts = [expr.for_in.iter]  # [(g, v) for g, v in zip(clipped, variables)]
     elif isinstance(expr, (cst.List, cst.Tuple)):
         parts = [e.value for e in expr.elements]
-    parts += [origin.expr for origin in origins(flow, expr)]
-    return any(_comes_from(flow, part, produced, depth + 1) for part in parts)
+    return parts + [origin.expr for origin in origins(flow, expr)]
 
 
 def _same_value(flow: Dataflow, expr: cst.BaseExpression, produced: cst.CSTNode) -> bool:
