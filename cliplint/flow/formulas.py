@@ -25,7 +25,7 @@ SQRTS = frozenset({"tensorflow.sqrt", "tensorflow.math.sqrt", "keras.ops.sqrt", 
 SQUARES = frozenset({"tensorflow.square", "tensorflow.math.square", "keras.ops.square", "keras.backend.square"})
 NORMS = frozenset({"tensorflow.linalg.norm", "tensorflow.norm", "keras.ops.norm"})
 DIVIDES = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv",
-                     "keras.ops.divide", "keras.ops.true_divide"})
+                     "tensorflow.div", "keras.ops.divide", "keras.ops.true_divide"})
 MAXIMA = frozenset({"tensorflow.reduce_max", "tensorflow.math.reduce_max", "keras.ops.max", "keras.backend.max",
                     "tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp",
                     "keras.backend.logsumexp"})

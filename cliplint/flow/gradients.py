@@ -193,7 +193,7 @@ class Gradients:
             clipped, source, call = target.value, arg(value.value, 0, "t_list"), value.value
         elif isinstance(target, cst.Name) and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
             call = next((n for n in walk(value.elt) if isinstance(n, cst.Call)
-                         and ctx.call_name(n) == "tensorflow.clip_by_norm"), None)
+                         and ctx.call_name(self.flow.bound(n)) in ELEMENT_CLIPS), None)
             iterable = value.for_in.iter
             source = iterable.args[0].value if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
                 and iterable.func.value == "zip" and iterable.args else iterable
@@ -273,6 +273,9 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
 
 
 APPLY_METHODS = ("apply_gradients", "apply")
+# The clips of one gradient at a time a comprehension over a gradient list applies.
+ELEMENT_CLIPS = frozenset({"tensorflow.clip_by_norm", "tensorflow.clip_by_value", "tensorflow.clip_by_average_norm",
+                           "keras.ops.clip"})
 _COMBINERS = ("zip", *PASS_THROUGH)  # what pairs lists, and what copies one
 
 
@@ -296,21 +299,27 @@ _REACHING: "weakref.WeakKeyDictionary[Dataflow, List[cst.BaseExpression]]" = wea
 
 
 def _reaching_apply(flow: Dataflow) -> List[cst.BaseExpression]:
-    """Every expression whose value an apply's argument holds, to `MAX_DEPTH * 2` hops, breadth
-    first with each visited once (built once per module: every clip asks)."""
+    """Every expression whose value an apply's argument holds (built once per module: every
+    clip asks)."""
     if flow not in _REACHING:
-        todo = [(argument.value, 0) for call in flow.ctx.nodes(cst.Call) if _applies(call) for argument in call.args]
-        seen: List[cst.BaseExpression] = []
-        visited: set = set()
-        while todo:
-            expr, depth = todo.pop(0)
-            if expr in visited or depth > MAX_DEPTH * 2:
-                continue
-            visited.add(expr)
-            seen.append(expr)
-            todo += [(part, depth + 1) for part in _parts(flow, expr)]
-        _REACHING[flow] = seen
+        _REACHING[flow] = [e for call in flow.ctx.nodes(cst.Call) if _applies(call) for e in reached_by(flow, call)]
     return _REACHING[flow]
+
+
+def reached_by(flow: Dataflow, call: cst.Call) -> List[cst.BaseExpression]:
+    """The expressions whose value a call's arguments hold, to `MAX_DEPTH * 2` hops back
+    through the carriers and what combines lists (`_parts`), breadth first, each once."""
+    todo = [(argument.value, 0) for argument in call.args]
+    seen: List[cst.BaseExpression] = []
+    visited: set = set()
+    while todo:
+        expr, depth = todo.pop(0)
+        if expr in visited or depth > MAX_DEPTH * 2:
+            continue
+        visited.add(expr)
+        seen.append(expr)
+        todo += [(part, depth + 1) for part in _parts(flow, expr)]
+    return seen
 
 
 def _applies(call: cst.Call) -> bool:

@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
-from ..flow.gradients import APPLY_METHODS, applied
+from ..flow.gradients import APPLY_METHODS, applied, reached_by
 from ..flow.nodes import arg, target_names, walk
 from ..flow.snippets import Roles, appended_lists, enclosing_for, probe_roles
 from ..probes import Discarded, Name, Unused
@@ -207,7 +207,7 @@ class ClippedGradientsUnused(Rule):
                     or not _same_path(ctx, assign, apply):
                 continue
             if any(isinstance(n, cst.Name) and n.value == source.value and ctx.flow.binding_of(n) == before
-                   for n in walk(apply)):
+                   for n in (*walk(apply), *reached_by(ctx.flow, apply))):  # also `gvs = list(zip(grads, v))`
                 found.append(apply)
         return found
 

@@ -45,6 +45,7 @@ NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", 
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
 MULTIPLIES = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"})
+POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 PRODUCTS = MULTIPLIES | frozenset({"tensorflow.matmul", "tensorflow.linalg.matmul", "tensorflow.tensordot",
                                    "tensorflow.einsum", "keras.ops.matmul", "keras.ops.dot", "keras.backend.dot",
                                    "keras.backend.batch_dot"})
@@ -288,12 +289,15 @@ class NanGradientAtZero(Rule):
 
 
 def _squared(ctx: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """What `value` is the square of: `square(d)`, `d ** 2`, `d * d`, `multiply(d, d)`; a
+    """What `value` is the square of: `square(d)`, `d ** 2`, `pow(d, 2)`, `d * d`, `multiply(d, d)`; a
     `squared_difference(a, b)` call stands for its own difference."""
     name = ctx.call_name(value)
     if name in SQUARED_DIFFERENCES:
         return value
     if name in SQUARES and isinstance(value, cst.Call) and value.args:
+        return value.args[0].value
+    if name in POWERS and isinstance(value, cst.Call) and len(value.args) >= 2 \
+            and ctx.flow.constant(value.args[1].value) == 2:
         return value.args[0].value
     if name in MULTIPLIES and isinstance(value, cst.Call) and len(value.args) >= 2 \
             and same_value(ctx.flow, value.args[0].value, value.args[1].value):
