@@ -157,7 +157,7 @@ def _walk(root: str, config, ignore: GitIgnore, top: str) -> Iterator[Target]:
         yield Target(root, display_of(root), settings, f"unreadable folder: {err.strerror}")
         return
     folder = absolute.rstrip(os.sep) + os.sep  # an entry's absolute path is `folder + name`
-    cwd, fixed = os.getcwd(), settings.fixed_components(top)
+    cwd, fixed = os.getcwd(), settings.fixed_components(top, absolute)
     rules = ignore.in_folder(absolute) if settings.respect_gitignore else None
     for entry in entries:
         path = entry.path

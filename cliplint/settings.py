@@ -205,19 +205,25 @@ class Settings:
     def excluded(self, path: str, below: Optional[str] = None) -> bool:
         """Is `path` excluded? With `below`, only the components under that folder (one the
         user named explicitly) can match."""
-        return self.excluded_relative(self.relative_or_absolute(path), self.fixed_components(below))
+        return self.excluded_relative(self.relative_or_absolute(path), self.fixed_components(below, path))
 
     def excluded_relative(self, relative: str, fixed: int = 0) -> bool:
         """`excluded` of a path given as `relative_or_absolute` says it, its first `fixed`
         components never matched (a folder walk computes both once per folder)."""
         return matcher(tuple(self.exclude) + tuple(self.extend_exclude))(relative, fixed)
 
-    def fixed_components(self, below: Optional[str]) -> int:
-        """How many components of a path below the folder `below` that folder takes (0: none given)."""
+    def fixed_components(self, below: Optional[str], within: str) -> int:
+        """How many leading components of the `relative_or_absolute` path of `within` (a path under
+        the folder `below`, or `below` itself) that folder takes (0: no folder given)."""
         if below is None:
             return 0
         start = self.relative_or_absolute(below)
-        return 0 if start in ("", ".") else len(start.split("/"))
+        path = self.relative_or_absolute(within)
+        # A walk started above the settings' folder (a nested pyproject.toml, or `..` without
+        # one): `within` is relative to the settings' folder, so no component of it is the start's.
+        if start in ("", ".") or (path != start and not path.startswith(start + "/")):
+            return 0
+        return len(start.split("/"))
 
     def relative_or_absolute(self, path: str) -> str:
         """`relative`, or the absolute path without its leading slash when `path` is outside the
