@@ -371,7 +371,8 @@ LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
 # Both programs of a pair define both heads and both subclassed models: they differ by the one used.
 MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
                  "softmax_dense = functools.partial(keras.layers.Dense, activation='softmax')",
-                 "relu_dense = functools.partial(keras.layers.Dense, activation='relu')", "", *(line for name, activation in (("SoftmaxNet", ", activation='softmax'"), ("LinearNet", ""))
+                 "relu_dense = functools.partial(keras.layers.Dense, activation='relu')", "",
+                 *(line for name, activation in (("SoftmaxNet", ", activation='softmax'"), ("LinearNet", ""))
                        for line in (f"class {name}(keras.Model):", "    def __init__(self):", "        super().__init__()",
                                     "        self.hidden = keras.layers.Dense(32, activation='relu')",
                                     f"        self.head = keras.layers.Dense(10{activation})", "",
@@ -552,7 +553,8 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     for model, carrier, sink in itertools.product(SOFTMAX_MODELS, OBJECT_CARRIERS, MODEL_SINKS):
         yield build_model(model, [carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
-        yield build_model(list(SOFTMAX_MODELS)[index % len(SOFTMAX_MODELS)], [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
+        model = list(SOFTMAX_MODELS)[index % len(SOFTMAX_MODELS)]
+        yield build_model(model, [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
     for carrier, sink in itertools.product(OBJECT_CARRIERS, OPTION_SINKS):
         yield build_options([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):

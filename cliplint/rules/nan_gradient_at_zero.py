@@ -127,7 +127,8 @@ class NanGradientAtZero(Rule):
                 "    return tf.sqrt(tf.square(gt / pred - pred / gt))\n", 3),
         Invalid("import tensorflow as tf\ndef cosine(x_n, x_k):\n    dots = tf.reduce_sum(x_n * x_k, -1)\n"
                 "    return dots / (tf.norm(x_n, axis=-1) * tf.norm(x_k, axis=-1))\n", 4, "cosine"),
-        Invalid("import tensorflow as tf\ndef unit(v):\n    n = tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True))\n"
+        Invalid("import tensorflow as tf\ndef unit(v):\n"
+                "    n = tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True))\n"
                 "    return v / n\n", 4, "l2_normalize"),
         Invalid("import tensorflow as tf\ndef energy(xyz):\n    rij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
                 "    return tf.reduce_sum(tf.linalg.norm(rij, axis=-1))\n", 4, "diagonal", "error"),
@@ -210,8 +211,9 @@ class NanGradientAtZero(Rule):
     def _summed_squares(ctx: Context, expr, differences: bool = True):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
         `reduce_sum(squared_difference(a, b))`, or a square with no sum (`sqrt(square(a - b))`),
-        through every carrier and what keeps a zero zero (`relu`, `abs`): no epsilon added. Not a mean of them: that is a standard deviation or an
-        RMSE, in real code nearly always a statistic no gradient flows through. With
+        through every carrier and what keeps a zero zero (`relu`, `abs`): no epsilon added. Not a
+        mean of them: that is a standard deviation or an RMSE, in real code nearly always a
+        statistic no gradient flows through. With
         `differences` False, the squared value itself, a difference or not."""
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
             return value if isinstance(value, cst.Call) and ctx.call_name(value) in SUMS and value.args else None

@@ -64,7 +64,8 @@ class ProbabilitiesLossOnLogits(Rule):
     """
     VALID = [
         # the activation ends the model, also through a partial
-        "import functools\nimport tensorflow as tf\nOut = functools.partial(tf.keras.layers.Dense, activation='sigmoid')\n"
+        "import functools\nimport tensorflow as tf\n"
+        "Out = functools.partial(tf.keras.layers.Dense, activation='sigmoid')\n"
         "model = tf.keras.Sequential([tf.keras.layers.Dense(8), Out(1)])\n"
         "model.compile(loss='binary_crossentropy')\nmodel.fit(x, y)\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
