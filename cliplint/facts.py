@@ -210,6 +210,8 @@ class Facts:
     def _see_call(self, node: ast.Call) -> None:
         name = callee(node)
         self._callees.append((_start(node), name))
+        if isinstance(node.func, ast.Name) and node.func.id == "self":  # `self(x)` runs the class's `call`
+            self._attribute_loads += [(_start(node), "call"), (_start(node), "__call__")]
         self.calls_by_name.setdefault(name, []).append(node)
         for keyword in node.keywords:
             if keyword.arg:

@@ -109,6 +109,14 @@ def _self_method(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{name}().run(logits, features)"
 
 
+def _self_call(value: str, depth: int) -> Tuple[List[str], str]:
+    # a Keras model calling itself: `self(x)` runs its `call`
+    name = f"Head{depth}"
+    lines = [f"class {name}(keras.Model):", "    def call(self, logits, features):", f"        return {value}", "",
+             "    def score(self, logits, features):", "        return self(logits, features)", ""]
+    return lines, f"{name}().score(logits, features)"
+
+
 def _list_element(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value}]", f"p{depth} = heads{depth}[0]"], f"p{depth}"
 
@@ -226,6 +234,7 @@ CARRIERS = {
     "partial helper": _partial_helper,
     "self attribute": _self_attribute,
     "self method": _self_method,
+    "self call": _self_call,
     "list element": _list_element,
     "dict value": _dict_value,
     "dict store": _dict_store,

@@ -310,7 +310,7 @@ def _new_axis(flow: Dataflow, element) -> bool:
         (isinstance(value, cst.Attribute) and value.attr.value == "newaxis")
 
 
-def in_pipeline(flow: Dataflow, node: cst.CSTNode) -> bool:
+def in_pipeline(flow: Dataflow, node: cst.CSTNode, depth: int = 0) -> bool:
     """Whether `node` lies only in code an input pipeline runs (gradients never reach it): a
     function or lambda given to `Dataset.map`/`filter`/`flat_map`/`interleave`, `tf.py_function`
     or `tf.numpy_function`, inside it or in a function every call of which is there."""
@@ -319,7 +319,7 @@ def in_pipeline(flow: Dataflow, node: cst.CSTNode) -> bool:
         if isinstance(outer, cst.Lambda) and _pipeline_argument(flow, outer):
             return True
         if isinstance(outer, cst.FunctionDef):
-            return _pipeline_function(flow, outer, 0)
+            return _pipeline_function(flow, outer, depth)
     return False
 
 
@@ -331,10 +331,8 @@ def _pipeline_function(flow: Dataflow, function: cst.FunctionDef, depth: int) ->
     for use in uses:
         if _pipeline_argument(flow, use):
             continue
-        parent = ctx.parent.get(use)
-        caller = next((a for a in ctx.ancestors(use) if isinstance(a, cst.FunctionDef)), None)
-        if isinstance(parent, cst.Call) and parent.func is use and caller is not None \
-                and _pipeline_function(flow, caller, depth + 1):
+        parent = ctx.parent.get(use)  # called from a lambda or a function the pipeline runs
+        if isinstance(parent, cst.Call) and parent.func is use and in_pipeline(flow, use, depth + 1):
             continue
         return False
     return True

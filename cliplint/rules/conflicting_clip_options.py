@@ -185,10 +185,10 @@ class ConflictingClipOptions(Rule):
                 "a run that passes no flag sets them all." if flagged else "")
 
     def _late_attribute(self, ctx: Context, assign: cst.Assign) -> Optional[Report]:
-        """`opt = Adam(clipnorm=1.0); opt.clipvalue = 0.5` in the same scope."""
+        """`opt = Adam(clipnorm=1.0); opt.clipvalue = 0.5` in the same scope (also on `self.opt`)."""
         target = assign.targets[0].target
         if len(assign.targets) != 1 or not isinstance(target, cst.Attribute) \
-                or target.attr.value not in CLIP_OPTIONS or not isinstance(target.value, cst.Name):
+                or target.attr.value not in CLIP_OPTIONS or not isinstance(target.value, (cst.Name, cst.Attribute)):
             return None
         if ctx.flow.constant(assign.value) in (None, UNKNOWN):
             return None

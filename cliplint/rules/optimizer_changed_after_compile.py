@@ -177,8 +177,8 @@ class OptimizerChangedAfterCompile(Rule):
     def _option_change(self, ctx: Context, node, holder, option) -> Iterator[Event]:
         if isinstance(holder, cst.Attribute) and holder.attr.value == "optimizer":
             yield Event("change", ctx.text(holder.value), node, change=OptionChanged, option=option)
-        elif isinstance(holder, cst.Name):
-            yield Event("change", "", node, change=OptionChanged, option=option, optimizer=holder.value)
+        elif isinstance(holder, (cst.Name, cst.Attribute)):  # `opt.clipnorm = ...`, `self.opt.clipnorm = ...`
+            yield Event("change", "", node, change=OptionChanged, option=option, optimizer=ctx.text(holder))
 
     # --- ordering -----------------------------------------------------------------------
 

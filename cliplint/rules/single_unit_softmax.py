@@ -1,7 +1,7 @@
 """CL013 single-unit-softmax."""
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 import libcst as cst
 
@@ -64,6 +64,8 @@ class SingleUnitSoftmax(Rule):
                 "    keras.layers.Dense(1), keras.layers.Activation('softmax')])\n", 3),
         Invalid("import tensorflow as tf\nlogit = tf.keras.layers.Dense(1)(h)\np = tf.nn.softmax(logit)\n", 3),
         Invalid("import tensorflow as tf\nunits = 1\nout = tf.keras.layers.Dense(units, 'softmax')(h)\n", 3),
+        Invalid("from tensorflow.keras import layers, models\nmodel = models.Sequential()\n"
+                "model.add(layers.Dense(1))\nmodel.add(layers.Activation('softmax'))\n", 4),
         Invalid("from functools import partial\nfrom tensorflow import keras\n"
                 "Out = partial(keras.layers.Dense, activation='softmax')\nout = Out(1)(h)\n", 4),
     ]
@@ -90,11 +92,15 @@ class SingleUnitSoftmax(Rule):
         return SingleUnit(ctx.flow.snippet(ctx.flow.bound(layer)))  # a partial run as the library sees it
 
     def _sequential(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
-        """`Sequential([..., Dense(1), Activation("softmax")])`."""
+        """`Sequential([..., Dense(1), Activation("softmax")])`, or the same layers added one
+        after the other (`model.add(Dense(1))`, `model.add(Activation("softmax"))`)."""
         layers = arg(call, 0, "layers")
-        if not isinstance(layers, (cst.List, cst.Tuple)):
+        if isinstance(layers, (cst.List, cst.Tuple)):
+            values = [e.value for e in layers.elements]
+        elif layers is None:
+            values = self._added(ctx, call)
+        else:
             return
-        values = [e.value for e in layers.elements]
         for before, after in zip(values, values[1:]):
             if isinstance(before, cst.Call) and isinstance(after, cst.Call) \
                     and ctx.call_name(before) == "keras.layers.Dense" and self._one_unit(ctx, before) \
@@ -103,20 +109,37 @@ class SingleUnitSoftmax(Rule):
                     and activation_of(ctx.flow, after) == "softmax":
                 yield Report(after, MESSAGE, probe=SingleUnit())
 
+    @staticmethod
+    def _added(ctx: Context, sequential: cst.Call) -> List[cst.BaseExpression]:
+        """The layers `name.add(...)` gives the model `name = Sequential()` holds, in order, in
+        the scope that builds it."""
+        assign = ctx.parent.get(sequential)
+        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, cst.Name)):
+            return []
+        name = assign.targets[0].target.value
+        scope = ctx.flow.scope_of(assign)
+        return [c.args[0].value for c in ctx.nodes(cst.Call)
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value == "add" and c.args
+                and isinstance(c.func.value, cst.Name) and c.func.value.value == name
+                and ctx.pre[c] > ctx.pre[assign] and ctx.flow.scope_of(c) is scope]
+
     def _softmax_of_one_unit(self, ctx: Context, call: cst.Call) -> bool:
         """`tf.nn.softmax(Dense(1)(h))` over the last axis, or `Softmax()(...)` of it."""
         if ctx.call_name(call) in SOFTMAX:
             axis = arg(call, 1, "axis")
             if axis is not None and ctx.flow.constant(axis) not in (-1,):
                 return False
-        elif not (isinstance(call.func, cst.Call) and ctx.call_name(call.func) in SOFTMAX_LAYERS
-                  and activation_of(ctx.flow, call.func) == "softmax" and arg(call.func, 99, "axis") is None):
-            return False
+        else:
+            layer = _layer(ctx, call)
+            if not (layer is not None and ctx.call_name(layer) in SOFTMAX_LAYERS
+                    and activation_of(ctx.flow, layer) == "softmax" and arg(layer, 99, "axis") is None):
+                return False
         source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")
         value = ctx.flow.value_of(source) if isinstance(source, cst.Name) else source
-        return isinstance(value, cst.Call) and isinstance(value.func, cst.Call) \
-            and ctx.call_name(value.func) == "keras.layers.Dense" and self._one_unit(ctx, value.func) \
-            and activation_of(ctx.flow, value.func) is None
+        dense = _layer(ctx, value) if isinstance(value, cst.Call) else None
+        return dense is not None and ctx.call_name(dense) == "keras.layers.Dense" and self._one_unit(ctx, dense) \
+            and activation_of(ctx.flow, dense) is None
 
     @staticmethod
     def _fix(ctx: Context, dense: cst.Call) -> Optional[Fix]:
@@ -126,3 +149,10 @@ class SingleUnitSoftmax(Rule):
         quote = activation.value[0]
         fixed = cst.SimpleString(f"{quote}sigmoid{quote}")
         return Fix("use `activation=\"sigmoid\"` (with a binary loss)", UNSAFE, ((activation, fixed),))
+
+
+def _layer(ctx: Context, applied: cst.Call) -> Optional[cst.Call]:
+    """The constructor of the layer a call applies: `Dense(1)(h)`, or `self.fc(h)` and `fc(h)`
+    with the layer built where the attribute or name is bound."""
+    layer = applied.func if isinstance(applied.func, cst.Call) else ctx.flow.value_of(applied.func)
+    return ctx.flow.bound(layer) if isinstance(layer, cst.Call) else None

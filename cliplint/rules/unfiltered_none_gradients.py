@@ -296,11 +296,18 @@ class UnfilteredNoneGradients(Rule):
                                         ctx.text(value) == ctx.text(ctx.flow.value_of(sources)))
 
     def _filtered_variables(self, ctx: Context, expr) -> bool:
+        """A comprehension that keeps the variables whose gradient is not None: `[v for g, v in
+        zip(grads, vs) if g is not None]`, in either order of the zip."""
         value = ctx.flow.value_of(expr)
         if not isinstance(value, (cst.ListComp, cst.GeneratorExp)) or value.for_in.inner_for_in is not None:
             return False
         names = [n.value for n in walk(value.for_in.target) if isinstance(n, cst.Name)]
-        return any(tests_none(cond.test, name) for cond in value.for_in.ifs for name in names) \
+        zipped = value.for_in.iter
+        if isinstance(zipped, cst.Call) and isinstance(zipped.func, cst.Name) and zipped.func.value == "zip" \
+                and len(zipped.args) == len(names):
+            graded = [i for i, a in enumerate(zipped.args) if ctx.flow.gradient_list(a.value) is not None]
+            names = [names[i] for i in graded] + [n for i, n in enumerate(names) if i not in graded]
+        return bool(names) and any(tests_none(cond.test, names[0]) for cond in value.for_in.ifs) \
             and not any(isinstance(n, cst.Name) and n.value == names[0] for n in walk(value.elt))
 
     def _statements(self, ctx: Context, call: cst.Call) -> list:
