@@ -1,7 +1,7 @@
 """CL006 clip-result-not-unpacked."""
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Optional
+from typing import Iterator, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -82,6 +82,9 @@ class ClipResultNotUnpacked(Rule):
         "import optax\nclip = optax.clip_by_global_norm(1.0)\nopt = optax.chain(clip, optax.adam(1e-3))\n",
     ]
     INVALID = [
+        # a helper returns the pair
+        Invalid("import tensorflow as tf\ndef clip(grads):\n    return tf.clip_by_global_norm(grads, 1.0)\n"
+                "grads = clip(tape.gradient(loss, tvars))\nopt.apply_gradients(zip(grads, tvars))\n", 3),
         Invalid("import tensorflow as tf\ngrads = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 2, "returns a pair"),
         Invalid("import tensorflow as tf\n"
@@ -97,19 +100,32 @@ class ClipResultNotUnpacked(Rule):
         for call in ctx.nodes(cst.Call):
             if ctx.call_name(call) != CLIP:
                 continue
-            parent = ctx.parent.get(call)
-            if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
-                    and isinstance(parent.targets[0].target, cst.Name):
-                name = parent.targets[0].target.value
-                uses = [u for u in ctx.flow.uses_after(name, parent)
-                        if getattr(ctx.flow.binding_of(u), "owner", None) is parent]
-                use = next(filter(None, (_gradient_use(ctx, u) for u in uses)), None)
-                if use is not None:
-                    yield self._report(ctx, call, Assigned(parent, name), use)
-            elif isinstance(parent, cst.Arg):
-                use = _gradient_use(ctx, call)
-                if use is not None:
-                    yield self._report(ctx, call, None, use)
+            found = self._used_as_list(ctx, call)
+            if found is None and isinstance(ctx.parent.get(call), cst.Return):  # a helper returns the pair
+                function = next((a for a in ctx.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
+                sites = ctx.flow.call_sites(function) if function is not None else []
+                found = next(filter(None, (self._used_as_list(ctx, site, helper=True) for site in sites)), None)
+            if found is not None:
+                yield self._report(ctx, call, *found)
+
+    @staticmethod
+    def _used_as_list(ctx: Context, holder: cst.Call, helper: bool = False
+                      ) -> Optional[Tuple[Optional[Assigned], cst.CSTNode]]:
+        """(where the pair is assigned, the gradient use) when the pair `holder` makes (the clip,
+        or a call of a helper returning it) is assigned to one name then used as the gradient
+        list, or passed straight to such a use (not for a helper: its `[0]` would change it)."""
+        parent = ctx.parent.get(holder)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0].target, cst.Name):
+            name = parent.targets[0].target.value
+            uses = [u for u in ctx.flow.uses_after(name, parent)
+                    if getattr(ctx.flow.binding_of(u), "owner", None) is parent]
+            use = next(filter(None, (_gradient_use(ctx, u) for u in uses)), None)
+            return (Assigned(parent, name), use) if use is not None else None
+        if isinstance(parent, cst.Arg) and not helper:
+            use = _gradient_use(ctx, holder)
+            return (None, use) if use is not None else None
+        return None
 
     @staticmethod
     def _fix(ctx: Context, call: cst.Call, assigned: Optional[Assigned]) -> Optional[Fix]:

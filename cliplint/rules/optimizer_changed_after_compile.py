@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Type
+from typing import Dict, Iterator, List, Optional, Tuple, Type
 
 import libcst as cst
 
@@ -101,6 +101,10 @@ class OptimizerChangedAfterCompile(Rule):
         "opt = tf.keras.optimizers.Adam(clipnorm=1.0)\nmodel.compile(optimizer=opt, loss='mse')\nmodel.fit(x, y)\n",
     ]
     INVALID = [
+        # setattr in a callback's hook
+        Invalid("import tensorflow as tf\nclass C(tf.keras.callbacks.Callback):\n"
+                "    def on_epoch_begin(self, epoch, logs=None):\n"
+                "        setattr(self.model.optimizer, 'clipnorm', 1.0 / (epoch + 1))\n", 4, "on_epoch_begin"),
         Invalid("import tensorflow as tf\nmodel.compile(optimizer='adam', loss='mse')\nmodel.fit(x, y)\n"
                 "model.optimizer.clipnorm = 1.0\nmodel.fit(x, y)\n", 4, "silently ignored", "error"),
         Invalid("import tensorflow as tf\nopt = tf.keras.optimizers.Adam()\nmodel.compile(optimizer=opt, loss='mse')\n"
@@ -126,8 +130,8 @@ class OptimizerChangedAfterCompile(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return bool(facts.stored_attributes & {*CLIP_OPTIONS, "optimizer"}) or (
-            facts.has("compile") and (facts.has("setattr") or _rebinds_compiled_optimizer(facts)))
+        return bool(facts.stored_attributes & {*CLIP_OPTIONS, "optimizer"}) or facts.has("setattr") or (
+            facts.has("compile") and _rebinds_compiled_optimizer(facts))
 
     def check(self, ctx: Context) -> Iterator[Report]:
         by_scope: Dict[Optional[cst.CSTNode], List[Event]] = {}
@@ -248,17 +252,12 @@ class OptimizerChangedAfterCompile(Rule):
                     yield from self._hook_changes(ctx, method)
 
     def _hook_changes(self, ctx: Context, method: cst.FunctionDef) -> Iterator[Report]:
-        for assign in ctx.nodes(cst.Assign):
-            if not ctx.encloses(method, assign):
-                continue
-            target = assign.targets[0].target
-            if not isinstance(target, cst.Attribute):
-                continue
-            holder = ctx.flow.value_of(target.value)
+        for assign, holder_written, attribute in self._attribute_sets(ctx, method):
+            holder = ctx.flow.value_of(holder_written)
             holder_text = ctx.text(holder)
-            if target.attr.value in CLIP_OPTIONS and holder_text == "self.model.optimizer":
-                what = f"`{target.attr.value}` on `self.model.optimizer`"
-            elif target.attr.value == "optimizer" and ctx.text(target.value) == "self.model":
+            if attribute in CLIP_OPTIONS and holder_text == "self.model.optimizer":
+                what = f"`{attribute}` on `self.model.optimizer`"
+            elif attribute == "optimizer" and ctx.text(holder_written) == "self.model":
                 what = "`self.model.optimizer`"
             else:
                 continue
@@ -266,4 +265,17 @@ class OptimizerChangedAfterCompile(Rule):
                 f"changing {what} in `{method.name.value}` is silently ignored: the train function was "
                 f"traced at the first step with the old setting. Set it before training (constructor or "
                 f"`on_train_begin`), or recompile."), severity="error",
-                probe=CallbackChange(ctx.flow.snippet(assign), trained_before=True, option=target.attr.value))
+                probe=CallbackChange(ctx.flow.snippet(assign), trained_before=True, option=attribute))
+
+    @staticmethod
+    def _attribute_sets(ctx: Context, method: cst.FunctionDef) -> Iterator[Tuple[cst.CSTNode, cst.BaseExpression, str]]:
+        """(statement, holder, attribute) for each attribute set in `method`: `x.attr = v`, and
+        `setattr(x, "attr", v)` with a constant name."""
+        for assign in ctx.nodes(cst.Assign):
+            target = assign.targets[0].target
+            if ctx.encloses(method, assign) and isinstance(target, cst.Attribute):
+                yield assign, target.value, target.attr.value
+        for call in ctx.nodes(cst.Call):
+            if ctx.encloses(method, call) and isinstance(call.func, cst.Name) and call.func.value == "setattr" \
+                    and len(call.args) >= 2 and isinstance(name := ctx.flow.constant(call.args[1].value), str):
+                yield call, call.args[0].value, name

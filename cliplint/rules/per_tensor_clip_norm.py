@@ -90,6 +90,10 @@ class PerTensorClipNorm(Rule):
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
     ]
     INVALID = [
+        # the clip through a partial
+        Invalid("import functools\nimport tensorflow as tf\nclip = functools.partial(tf.clip_by_norm, clip_norm=1.0)\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "opt.apply_gradients(zip([clip(g) for g in grads], model.trainable_variables))\n", 5),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
@@ -153,9 +157,9 @@ class PerTensorClipNorm(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            if ctx.call_name(call) != "tensorflow.clip_by_norm":
+            if ctx.call_name(ctx.flow.bound(call)) != "tensorflow.clip_by_norm":  # also through a partial
                 continue
-            tensor = arg(call, 0, "t")
+            tensor = arg(ctx.flow.bound(call), 0, "t")
             if not isinstance(tensor, cst.Name):
                 continue
             element = ctx.flow.gradient_element(tensor)
