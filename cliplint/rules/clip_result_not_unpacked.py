@@ -82,15 +82,15 @@ class ClipResultNotUnpacked(Rule):
         "import optax\nclip = optax.clip_by_global_norm(1.0)\nopt = optax.chain(clip, optax.adam(1e-3))\n",
     ]
     INVALID = [
-        # a helper returns the pair
-        Invalid("import tensorflow as tf\ndef clip(grads):\n    return tf.clip_by_global_norm(grads, 1.0)\n"
-                "grads = clip(tape.gradient(loss, tvars))\nopt.apply_gradients(zip(grads, tvars))\n", 3),
         Invalid("import tensorflow as tf\ngrads = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 2, "returns a pair"),
         Invalid("import tensorflow as tf\n"
                 "opt.apply_gradients(zip(tf.clip_by_global_norm(grads, 1.0), model.trainable_variables))\n", 2),
         Invalid("from tensorflow import clip_by_global_norm\nclipped = clip_by_global_norm(grads, 1.0)\n"
                 "capped = [g * 0.5 for g in clipped]\n", 2),
+        # a helper returns the pair
+        Invalid("import tensorflow as tf\ndef clip(grads):\n    return tf.clip_by_global_norm(grads, 1.0)\n"
+                "grads = clip(tape.gradient(loss, tvars))\nopt.apply_gradients(zip(grads, tvars))\n", 3),
     ]
 
     def could_fire(self, facts: Facts) -> bool:

@@ -90,10 +90,6 @@ class PerTensorClipNorm(Rule):
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
     ]
     INVALID = [
-        # the clip through a partial
-        Invalid("import functools\nimport tensorflow as tf\nclip = functools.partial(tf.clip_by_norm, clip_norm=1.0)\n"
-                "grads = tape.gradient(loss, model.trainable_variables)\n"
-                "opt.apply_gradients(zip([clip(g) for g in grads], model.trainable_variables))\n", 5),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
@@ -122,6 +118,10 @@ class PerTensorClipNorm(Rule):
         Invalid("import tensorflow as tf\nfrom tensorflow import clip_by_norm as cbn\n"
                 "g = tf.gradients(loss, params)\n"
                 "optimizer.apply_gradients(zip(map(lambda t: cbn(t, 1.0), g), params))\n", 4),
+        # the clip through a partial
+        Invalid("import functools\nimport tensorflow as tf\nclip = functools.partial(tf.clip_by_norm, clip_norm=1.0)\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "opt.apply_gradients(zip([clip(g) for g in grads], model.trainable_variables))\n", 5),
     ]
 
     @staticmethod

@@ -143,15 +143,6 @@ class UnfilteredNoneGradients(Rule):
         "        for g, _ in grad_and_vars:\n            tf.expand_dims(g, 0)\n",
     ]
     INVALID = [
-        # the pairs made into a named list first
-        Invalid("import tensorflow.compat.v1 as tf\ngrads = tf.gradients(loss, var_list)\n"
-                "grads_and_vars = list(zip(grads, var_list))\nfor grad, var in grads_and_vars:\n"
-                "    tf.summary.scalar('gradient_norm/' + var.name, tf.norm(grad))\n", 5),
-        # the towers' average (a list of gradient lists, one variable's entries at a time)
-        Invalid("import tensorflow.compat.v1 as tf\ntower_grads = []\nfor loss in tower_losses:\n"
-                "    tower_grads.append(opt.compute_gradients(loss))\n"
-                "for grad_and_vars in zip(*tower_grads):\n"
-                "    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n", 6),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
@@ -176,6 +167,15 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow.compat.v1 as tf\ngvs = opt.compute_gradients(loss)\n"
                 "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs]\n", 3, "`compute_gradients` gives None",
                 "warning"),
+        # the pairs made into a named list first
+        Invalid("import tensorflow.compat.v1 as tf\ngrads = tf.gradients(loss, var_list)\n"
+                "grads_and_vars = list(zip(grads, var_list))\nfor grad, var in grads_and_vars:\n"
+                "    tf.summary.scalar('gradient_norm/' + var.name, tf.norm(grad))\n", 5),
+        # the towers' average (a list of gradient lists, one variable's entries at a time)
+        Invalid("import tensorflow.compat.v1 as tf\ntower_grads = []\nfor loss in tower_losses:\n"
+                "    tower_grads.append(opt.compute_gradients(loss))\n"
+                "for grad_and_vars in zip(*tower_grads):\n"
+                "    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n", 6),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
