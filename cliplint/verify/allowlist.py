@@ -150,7 +150,7 @@ STRINGS = frozenset("""
     adam sgd rmsprop adamw adagrad adadelta adamax nadam ftrl
     mse mae mean_squared_error mean_absolute_error binary_crossentropy categorical_crossentropy
     sparse_categorical_crossentropy softmax sigmoid relu linear tanh elu selu softplus softsign swish
-    gelu exponential hard_sigmoid same valid fro euclidean
+    gelu exponential same valid fro euclidean
     sum mean none auto sum_over_batch_size ones zeros glorot_uniform he_normal
     float16 float32 float64 bfloat16 int32 int64 channels_last channels_first
     clipnorm clipvalue global_clipnorm learning_rate lr momentum beta_1 beta_2 epsilon weight_decay
