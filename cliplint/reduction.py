@@ -21,8 +21,8 @@ def reduced(facts: Facts, text: str, words: Sequence[str]) -> Tuple[str, List[in
     holds one of `words` (the running rules' tokens) or imports or declares
     `global`/`nonlocal`; reads a name bound by a kept unit that holds such a word or reads
     such a name (to a fixpoint; a method binds its attribute and its class's name); is
-    named by a kept unit (a method: as an attribute); stores an attribute a kept unit loads
-    or loads one it stores; is a method a class runs without naming it (`__init__`, `call`,
+    named by a kept unit (a method: as an attribute; `self(x)` names `call`); stores an
+    attribute a kept unit loads or loads one it stores; is a method a class runs without naming it (`__init__`, `call`,
     ...) of a kept class, or any method of a class whose rest holds such a word (Keras
     calls a `Callback`'s `on_epoch_end`); or is the class of a kept method. Every other
     statement is always kept.
