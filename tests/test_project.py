@@ -169,6 +169,23 @@ def test_a_helper_that_does_not_parse_leaves_its_name_opaque(tmp_path, run_cli):
     assert findings(result) == set()
 
 
+def test_keras_linting_its_own_sequential_is_still_a_sequential(tmp_path, run_cli):
+    """In Keras' own repository `keras.models.Sequential` is a class of the project: a model built
+    with it is still read by its layers (not as a subclassed model's `call`)."""
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "keras/__init__.py", "from keras import layers, models\n")
+    write(tmp_path, "keras/layers.py", "class Dense:\n    def __init__(self, units, activation=None):\n"
+                                       "        self.units = units\n")
+    write(tmp_path, "keras/models.py", "class Sequential:\n    def call(self, inputs):\n        return inputs\n")
+    write(tmp_path, "keras/fit_test.py", "import keras\n\ndef test_fit(x, y):\n"
+                                         "    model = keras.models.Sequential()\n"
+                                         "    model.add(keras.layers.Dense(2))\n"
+                                         "    model.compile(loss='categorical_crossentropy', optimizer='sgd')\n"
+                                         "    model.fit(x, y)\n")
+    result = run_cli("--output-format", "json", "--no-cache", "keras/fit_test.py")
+    assert findings(result) == {("keras/fit_test.py", 6, "CL012")}
+
+
 def test_third_party_modules_are_not_read(tmp_path, run_cli):
     """`tensorflow` is not in the project: nothing of the installed package is summarised."""
     write(tmp_path, "pyproject.toml", "")

@@ -109,10 +109,12 @@ class Probabilities:
         built = self.flow.callee(value)
         if isinstance(built, cst.FunctionDef):  # model = make_model(): the model every return gives
             return self._every([self.last_layer(r, depth + 1) for r in self.flow.returned(built)])
-        if isinstance(built, cst.ClassDef):  # a subclassed Model: the layer each return of `call` applies
+        name = self.ctx.call_name(value)
+        if isinstance(built, cst.ClassDef) and name not in SEQUENTIAL | FUNCTIONAL:
+            # a subclassed Model: the layer each return of `call` applies (not Keras' own classes,
+            # which a project-wide run of Keras itself links to)
             call = self.flow.method_named(built, "call")
             return self._every([self._applied(r) for r in self.flow.returned(call)]) if call is not None else None
-        name = self.ctx.call_name(value)
         if name in SEQUENTIAL:
             layers = arg(value, 0, "layers")
             if isinstance(layers, (cst.List, cst.Tuple)):
