@@ -19,6 +19,7 @@ from .nodes import Function
 class CallSummaries(LocalFlow):
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
     _bound: Optional[Dict[cst.Call, cst.Call]] = None  # calls through a partial, as `bound` merges them
+    _has_partial: Optional[bool] = None
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
         """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
@@ -157,6 +158,8 @@ class CallSummaries(LocalFlow):
         return self._bound[call]
 
     def _merged(self, call: cst.Call) -> cst.Call:
+        if not self._partials():
+            return call
         func = call.func
         partial = self.value_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else func
         if not (isinstance(partial, cst.Call) and self.ctx.call_name(partial) == "functools.partial"
@@ -171,6 +174,13 @@ class CallSummaries(LocalFlow):
         args = [a.with_changes(comma=comma) for a in args[:-1]] + [a.with_changes(comma=cst.MaybeSentinel.DEFAULT)
                                                                    for a in args[-1:]]
         return call.with_changes(func=partial.args[0].value, args=args)
+
+    def _partials(self) -> bool:
+        """Does the module name `partial` at all (else no call goes through one: the common case,
+        and `bound` is asked of every call)?"""
+        if self._has_partial is None:
+            self._has_partial = any(n.value == "partial" for n in self.ctx.nodes(cst.Name))
+        return self._has_partial
 
     def _arguments(self, call: cst.Call) -> List[cst.Arg]:
         """The arguments a call passes, with those bound by `functools.partial(f, ...)` first."""

@@ -123,13 +123,13 @@ class Dataflow(CallSummaries, FlagDefaults):
         if isinstance(container, cst.Name):
             self._add(container.value, self.scope_of(owner), "append", value, (), owner, self.ctx.post[owner])
         elif isinstance(container, cst.Attribute):
-            self._add(self.ctx.text(container), self._attribute_scope(container), "append", value, (), owner,
+            self._add(self._dotted(container), self._attribute_scope(container), "append", value, (), owner,
                       self.ctx.post[owner])
 
     def _bind_target(self, target: cst.BaseExpression, kind: Kind, value: cst.BaseExpression, owner: cst.CSTNode,
                      visible_from: int, path: Tuple[int, ...] = ()) -> None:
         if isinstance(target, cst.Attribute):
-            self._add(self.ctx.text(target), self._attribute_scope(target), kind, value, path, owner, visible_from)
+            self._add(self._dotted(target), self._attribute_scope(target), kind, value, path, owner, visible_from)
             return
         if isinstance(target, (cst.Tuple, cst.List)):  # `self.probs, self.value = self._build()`
             for i, element in enumerate(target.elements):
@@ -138,6 +138,19 @@ class Dataflow(CallSummaries, FlagDefaults):
         scope = self.scope_of(owner)
         for name, name_path in target_names(target, path):
             self._add(name.value, scope, kind, value, name_path, owner, visible_from)
+
+    def _dotted(self, attribute: cst.Attribute) -> str:
+        """The key of an attribute's bindings: `self.probs` joined from its names (the source text
+        when it is written otherwise, in parentheses or over lines). Bindings are looked up for
+        every attribute a query meets: generating its code each time cost a quarter of a lint."""
+        parts: List[str] = []
+        node: cst.BaseExpression = attribute
+        while isinstance(node, cst.Attribute) and not node.lpar and _tight(node.dot):
+            parts.append(node.attr.value)
+            node = node.value
+        if isinstance(node, cst.Name) and not node.lpar:
+            return ".".join([node.value, *reversed(parts)])
+        return self.ctx.text(attribute)
 
     def _attribute_scope(self, attribute: cst.Attribute) -> cst.CSTNode:
         """Where `x.attr` bindings live: `self.attr` in a method belongs to the method's class
@@ -193,7 +206,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         """Where `x.attr` is bound: `self.attr` in the class (else in its bases and subclasses of
         this module), `agent.attr` with `agent = Agent(...)` in Agent, any other dotted name as
         written at module level."""
-        scope, text = self._attribute_scope(use), self.ctx.text(use)
+        scope, text = self._attribute_scope(use), self._dotted(use)
         found = self._bindings.get((scope, text), [])
         if found or isinstance(use.value, cst.Attribute):
             return found
@@ -342,7 +355,7 @@ class Dataflow(CallSummaries, FlagDefaults):
             binding = self.binding_of(container)
             return self.appended(container.value, binding.scope if binding is not None else self.scope_of(container))
         if isinstance(container, cst.Attribute):
-            return self.appended(self.ctx.text(container), self._attribute_scope(container))
+            return self.appended(self._dotted(container), self._attribute_scope(container))
         return []
 
     def names(self, name: str) -> List[cst.Name]:
@@ -373,3 +386,9 @@ class Dataflow(CallSummaries, FlagDefaults):
         parent = self.ctx.parent.get(name)
         return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
             isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
+
+
+def _tight(dot: cst.Dot) -> bool:
+    """`a.b` written without whitespace around the dot (as its joined names say)."""
+    return all(isinstance(space, cst.SimpleWhitespace) and not space.value
+               for space in (dot.whitespace_before, dot.whitespace_after))
