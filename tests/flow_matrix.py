@@ -255,6 +255,7 @@ CARRIERS = {
     "index": _assign("{value}[:, 0]"),
     "tf.gather": _assign("tf.gather({value}, actions, axis=1, batch_dims=1)"),
     "one-hot product": _assign("tf.reduce_sum({value} * tf.one_hot(actions, 10), axis=-1)"),
+    "tf.multiply product": _assign("tf.reduce_sum(tf.multiply({value}, tf.one_hot(actions, 10)), axis=-1)"),
     "reshape": _assign("tf.reshape({value}, [-1])"),
     "transpose": _assign("tf.transpose({value})"),
     "cast": _assign("tf.cast({value}, tf.float64)"),

@@ -66,6 +66,8 @@ NO_GRADIENT = NOT_DIFFERENTIATED | frozenset({
     # random draws: no trainable value in them (noise to add, a random direction to normalise)
     "tensorflow.random.normal", "tensorflow.random.uniform", "tensorflow.random.truncated_normal",
     "tensorflow.random_normal", "tensorflow.random_uniform", "tensorflow.truncated_normal", "keras.random.normal",
+    "tensorflow.random.stateless_normal", "tensorflow.random.stateless_uniform",
+    "tensorflow.random.stateless_truncated_normal",
     "keras.random.uniform", "keras.backend.random_normal", "keras.backend.random_uniform"})
 PIPELINE_METHODS = ("map", "filter", "flat_map", "interleave")
 PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.py_func"})

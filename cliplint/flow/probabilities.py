@@ -5,7 +5,7 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
@@ -34,6 +34,14 @@ MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops
                      "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
 BIAS_ADDS = frozenset({"tensorflow.nn.bias_add", "tensorflow.add", "tensorflow.math.add"})
 LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.EinsumDense"})
+
+
+# The arithmetic functions, read as their operators.
+ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
+    **dict.fromkeys(("tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"), cst.Multiply),
+    **dict.fromkeys(("tensorflow.add", "tensorflow.math.add", "keras.ops.add"), cst.Add),
+    **dict.fromkeys(("tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"), cst.Subtract),
+}
 
 
 class Source(NamedTuple):
@@ -271,6 +279,11 @@ class Probabilities:
             return self.probability(arg(call, 0, "x"), seen, clipped)
         if name in STACKS:
             return self._stacked(arg(call, 0, "values"), seen, padded)
+        if name in ARITHMETIC and len(call.args) >= 2 and not any(a.keyword or a.star for a in call.args[:2]):
+            # tf.multiply(p, y), tf.add(p, eps), tf.subtract(1.0, p): as the operator would be
+            spelled = cst.BinaryOperation(left=call.args[0].value, operator=ARITHMETIC[name](),
+                                          right=call.args[1].value)
+            return self._arithmetic(spelled, seen, padded)
         if name in WHERES:  # an element-wise choice: probabilities from either branch are probabilities
             branches = (arg(call, 1, "x"), arg(call, 2, "y"))
             return next(filter(None, (self.probability(b, seen, padded) for b in branches)), None)

@@ -146,6 +146,9 @@ class LogOfSoftmax(Rule):
                 "model = make()\nlp = K.log(model.output + 1e-10)\n", 6),
         Invalid("import tensorflow as tf\nimport tensorflow.contrib.slim as slim\n"
                 "p = slim.fully_connected(h, 4, activation_fn=tf.nn.softmax)\nlp = tf.log(p)\n", 4),
+        # a Bernoulli likelihood written with tf.multiply: p * y + (1 - p) * (1 - y)
+        Invalid("import tensorflow as tf\ndef nll(z_eos, eos):\n    z = tf.sigmoid(z_eos)\n"
+                "    return -tf.log(tf.multiply(z, eos) + tf.multiply(1 - z, 1 - eos))\n", 4, "sigmoid"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
