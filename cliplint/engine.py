@@ -235,9 +235,18 @@ def _map(function, targets: List[Target], jobs: int) -> List:
                 results.extend(future.result())
             except BrokenProcessPool:
                 results.extend(None for _ in chunk)
+    except KeyboardInterrupt:
+        _stop_workers(pool)  # a chunk in flight can take many seconds on a loaded machine: not waited for
+        raise
     finally:
         pool.shutdown(cancel_futures=True)
     return [result if result is not None else _alone(function, target) for target, result in zip(targets, results)]
+
+
+def _stop_workers(pool) -> None:
+    """End a pool's worker processes now (an interrupted run keeps none of their results)."""
+    for process in list(getattr(pool, "_processes", {}).values()):  # CPython's executor keeps them here
+        process.terminate()
 
 
 def _each(function, targets: List[Target]) -> List:

@@ -432,7 +432,9 @@ def test_ctrl_c_during_verify_exits_130_and_cleans_up(tmp_path):
     pytest.importorskip("tensorflow")
     temporary = tmp_path / "tmp"
     temporary.mkdir()
-    write(tmp_path, "a.py", BAD)
+    # many findings to verify: the run is still verifying when the interrupt comes, however long
+    # finding the worker among the machine's processes took
+    write(tmp_path, "a.py", BAD + "".join(f"lp{n} = tf.math.log(tf.nn.softmax(logits * {n}))\n" for n in range(200)))
     process = subprocess.Popen(
         [sys.executable, "-m", "cliplint", "--verify", "--output-format", "json", "--output-file", "report.json",
          "a.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
