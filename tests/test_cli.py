@@ -412,6 +412,12 @@ def _wait_for(condition, seconds):
     return condition()
 
 
+def _ctrl_c_as_in_a_terminal() -> None:
+    """SIGINT as a terminal's command gets it: a suite started in the background (`cmd &` in a
+    script) runs with SIGINT ignored, and Python then raises no KeyboardInterrupt in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(process, whole_group=True, seconds=120):
     """Ctrl-C in a terminal sends SIGINT to the whole foreground process group; `kill -INT`
     (or an IDE's stop button) to the main process only."""
@@ -438,7 +444,7 @@ def test_ctrl_c_during_verify_exits_130_and_cleans_up(tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "cliplint", "--verify", "--output-format", "json", "--output-file", "report.json",
          "a.py"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "TMPDIR": str(temporary)}, start_new_session=True)
+        env={**os.environ, "TMPDIR": str(temporary)}, start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
     # the worker runs in the verifier's temporary folder, in a session of its own
     workers = _wait_for(lambda: [pid for pid in _pids() if _cwd_under(pid, temporary)], 120)
     assert workers, "the verifier worker never started"
@@ -458,7 +464,7 @@ def test_ctrl_c_during_a_parallel_run_stops_it_at_once(tmp_path, whole_group):
         write(tmp_path, f"pkg{index % 20}/m{index}.py", BAD * 20)
     process = subprocess.Popen([sys.executable, "-m", "cliplint", "--no-cache", "-j", "2", "--output-file", "r.txt",
                                 "."], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_ctrl_c_as_in_a_terminal)
 
     def pool():
         children = [pid for pid in _pids() if (_stat(pid) or ("", 0))[1] == process.pid]
