@@ -140,17 +140,10 @@ class Dataflow(CallSummaries, FlagDefaults):
             self._add(name.value, scope, kind, value, name_path, owner, visible_from)
 
     def _dotted(self, attribute: cst.Attribute) -> str:
-        """The key of an attribute's bindings: `self.probs` joined from its names (the source text
-        when it is written otherwise, in parentheses or over lines). Bindings are looked up for
-        every attribute a query meets: generating its code each time cost a quarter of a lint."""
-        parts: List[str] = []
-        node: cst.BaseExpression = attribute
-        while isinstance(node, cst.Attribute) and not node.lpar and _tight(node.dot):
-            parts.append(node.attr.value)
-            node = node.value
-        if isinstance(node, cst.Name) and not node.lpar:
-            return ".".join([node.value, *reversed(parts)])
-        return self.ctx.text(attribute)
+        """The key of an attribute's bindings: `self.probs` joined from its names (`names.dotted_name`;
+        the source text for any other attribute). Bindings are looked up for every attribute a
+        query meets: generating its code each time cost a quarter of a lint."""
+        return dotted_name(attribute) or self.ctx.text(attribute)
 
     def _attribute_scope(self, attribute: cst.Attribute) -> cst.CSTNode:
         """Where `x.attr` bindings live: `self.attr` in a method belongs to the method's class
@@ -387,8 +380,3 @@ class Dataflow(CallSummaries, FlagDefaults):
         return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
             isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
 
-
-def _tight(dot: cst.Dot) -> bool:
-    """`a.b` written without whitespace around the dot (as its joined names say)."""
-    return all(isinstance(space, cst.SimpleWhitespace) and not space.value
-               for space in (dot.whitespace_before, dot.whitespace_after))
