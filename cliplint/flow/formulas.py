@@ -12,13 +12,12 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from ..names import EXP, SHAPE_CHANGES, SUMS
+from ..names import EXP, SHAPE_CHANGES, SUBTRACTS, SUMS
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, children, walk
 
-SUBTRACTIONS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 LOGS = frozenset({"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
 LOG1P = frozenset({"tensorflow.math.log1p", "keras.ops.log1p", "tensorflow.log1p"})
 SQRTS = frozenset({"tensorflow.sqrt", "tensorflow.math.sqrt", "keras.ops.sqrt", "keras.backend.sqrt"})
@@ -74,7 +73,6 @@ PIPELINE_CALLS = frozenset({"tensorflow.py_function", "tensorflow.numpy_function
 OVERFLOW = 80.0  # exp overflows float32 from about 88.7; a shown bound below this is safe
 CONSTANT_TENSORS = frozenset({"tensorflow.constant", "tensorflow.convert_to_tensor", "tensorflow.cast",
                               "keras.ops.convert_to_tensor", "keras.ops.cast", "keras.backend.constant"})
-SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 # Words in the names of data no gradient reaches (`only_from`): labels, ground truth, masks, shapes.
 DATA_WORDS = frozenset({"label", "labels", "mask", "masks", "shape", "gt", "truth", "true", "target", "targets"})
 # Names of label tensors: 0/1 or +-1 targets, bounded by 1 in magnitude.
@@ -271,7 +269,7 @@ def difference(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[c
     def classify(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
             return value
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUBTRACTIONS:
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUBTRACTS:
             return value
         return None
     return trace(flow, expr, classify)

@@ -11,16 +11,20 @@ import libcst as cst
 
 from ..names import (
     ACTIVATION_GETTERS,
+    ADDS,
     EXP,
     FUNCTIONAL,
     KEEPS_PROBABILITY,
     LAYER_FUNCTIONS,
     MAPPERS,
+    MATMULS,
     MERGING_LAYERS,
+    MULTIPLIES,
     SEQUENTIAL,
     SIGMOID,
     SOFTMAX,
     STACKS,
+    SUBTRACTS,
     SUMS,
     WHERES,
 )
@@ -29,19 +33,15 @@ from .constants import UNKNOWN, constant, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
-# A linear layer's output is logits (`_logits`): matrix products, a bias added, layers without activation.
-MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
-                     "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
+# A linear layer's output is logits (`_logits`): matrix products (`names.MATMULS`), a bias added,
+# layers without activation.
 BIAS_ADDS = frozenset({"tensorflow.nn.bias_add", "tensorflow.add", "tensorflow.math.add"})
 LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.EinsumDense"})
 
 
 # The arithmetic functions, read as their operators.
 ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
-    **dict.fromkeys(("tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"), cst.Multiply),
-    **dict.fromkeys(("tensorflow.add", "tensorflow.math.add", "keras.ops.add"), cst.Add),
-    **dict.fromkeys(("tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"), cst.Subtract),
-}
+    **dict.fromkeys(MULTIPLIES, cst.Multiply), **dict.fromkeys(ADDS, cst.Add), **dict.fromkeys(SUBTRACTS, cst.Subtract)}
 
 
 class Source(NamedTuple):

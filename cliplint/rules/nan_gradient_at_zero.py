@@ -29,7 +29,7 @@ from ..flow.formulas import (
     weight,
 )
 from ..flow.nodes import arg, walk
-from ..names import SUMS
+from ..names import MATMULS, MULTIPLIES, POWERS, SUMS
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
@@ -44,11 +44,9 @@ NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", 
 
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
-MULTIPLIES = frozenset({"tensorflow.multiply", "tensorflow.math.multiply", "keras.ops.multiply"})
-POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
-PRODUCTS = MULTIPLIES | frozenset({"tensorflow.matmul", "tensorflow.linalg.matmul", "tensorflow.tensordot",
-                                   "tensorflow.einsum", "keras.ops.matmul", "keras.ops.dot", "keras.backend.dot",
-                                   "keras.backend.batch_dot"})
+# What a cosine multiplies: element-wise and matrix products.
+PRODUCTS = MULTIPLIES | MATMULS | frozenset({"tensorflow.einsum", "keras.ops.dot", "keras.backend.dot",
+                                             "keras.backend.batch_dot"})
 
 
 class NanGradientAtZero(Rule):

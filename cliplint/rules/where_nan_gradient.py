@@ -23,7 +23,7 @@ from ..flow.formulas import (
     stopped,
 )
 from ..flow.nodes import arg, walk
-from ..names import WHERES
+from ..names import POWERS, WHERES
 from ..probes import WhereGradient
 from . import Invalid, Rule
 
@@ -32,7 +32,6 @@ from . import Invalid, Rule
 ARC_FUNCTIONS = frozenset({"tensorflow.math.acos", "tensorflow.acos", "tensorflow.math.asin", "tensorflow.asin",
                            "keras.ops.arccos", "keras.ops.arcsin"})
 SINGULAR = LOGS | ARC_FUNCTIONS
-POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 # The safe value put in place of the masked input: inside every function's domain, away from its edges.
 SAFE_VALUE = {name: "0.0" for name in ARC_FUNCTIONS}
 NOT_DIFFERENTIATED_WORDS = frozenset({"mask", "label", "labels", "shape", "length", "lengths", "count", "counts"})
