@@ -140,15 +140,18 @@ class Probabilities:
         return layers[0] if layers and all(layer is not None for layer in layers) else None
 
     def _applied(self, output: Optional[cst.BaseExpression]) -> Optional[cst.Call]:
-        """The constructor of the layer whose call makes `output`, through every carrier:
+        """The constructor of the layer whose call makes `output`, through every carrier."""
+        return trace(self.flow, output,
+                     lambda value: self.layer_applied(value) if isinstance(value, cst.Call) else None)
+
+    def layer_applied(self, call: cst.Call) -> Optional[cst.Call]:
+        """The Keras layer constructor a call applies, as the library sees it (`bound`):
         `Dense(3)(h)`, `head = Dense(3)` then `head(h)`, `self.head(h)` of `self.head = Dense(3)`."""
-        def applied(value: cst.BaseExpression) -> Optional[cst.Call]:
-            if not isinstance(value, cst.Call):
-                return None
-            layer = value.func if isinstance(value.func, cst.Call) else self.flow.value_of(value.func)
-            return layer if isinstance(layer, cst.Call) and (self.ctx.call_name(layer) or "").startswith(
-                "keras.layers.") else None
-        return trace(self.flow, output, applied)
+        layer = call.func if isinstance(call.func, cst.Call) else self.flow.value_of(call.func)
+        if not isinstance(layer, cst.Call):
+            return None
+        layer = self.flow.bound(layer)
+        return layer if (self.ctx.call_name(layer) or "").startswith("keras.layers.") else None
 
     def probability(self, expr, seen: FrozenSet[cst.CSTNode], padded: bool = False) -> Optional[Source]:
         if expr is None or len(seen) > MAX_DEPTH * 2 or expr in seen:
@@ -448,16 +451,21 @@ class Probabilities:
         return binding is not None and binding.owner is assign
 
     def _last_added(self, sequential: cst.Call) -> Optional[cst.BaseExpression]:
+        added = self.added_layers(sequential)
+        return added[-1] if added else None
+
+    def added_layers(self, sequential: cst.Call) -> List[cst.BaseExpression]:
+        """The layers `model.add(...)` gives the model `model = Sequential()` holds, in order
+        (adds to this model, not to one the name is rebound to)."""
         parent = self.ctx.parent.get(sequential)
         if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
                 and isinstance(parent.targets[0].target, cst.Name)):
-            return None
+            return []
         name = parent.targets[0].target.value
-        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent)
-                 if self._bound_by(use, parent)]  # adds to this model, not to one the name is rebound to
+        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent) if self._bound_by(use, parent)]
         added = [a for a in above if isinstance(a, cst.Attribute) and a.attr.value == "add"]
         calls = [c for c in (self.ctx.parent.get(a) for a in added) if isinstance(c, cst.Call) and c.args]
-        return calls[-1].args[0].value if calls else None
+        return [c.args[0].value for c in calls]
 
 
 def layer_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:

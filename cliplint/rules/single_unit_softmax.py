@@ -1,7 +1,7 @@
 """CL013 single-unit-softmax."""
 from __future__ import annotations
 
-from typing import Iterator, List, Optional
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -98,7 +98,7 @@ class SingleUnitSoftmax(Rule):
         if isinstance(layers, (cst.List, cst.Tuple)):
             values = [e.value for e in layers.elements]
         elif layers is None:
-            values = self._added(ctx, call)
+            values = ctx.flow.probabilities.added_layers(call)
         else:
             return
         for before, after in zip(values, values[1:]):
@@ -109,21 +109,6 @@ class SingleUnitSoftmax(Rule):
                     and activation_of(ctx.flow, after) == "softmax":
                 yield Report(after, MESSAGE, probe=SingleUnit())
 
-    @staticmethod
-    def _added(ctx: Context, sequential: cst.Call) -> List[cst.BaseExpression]:
-        """The layers `name.add(...)` gives the model `name = Sequential()` holds, in order, in
-        the scope that builds it."""
-        assign = ctx.parent.get(sequential)
-        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1
-                and isinstance(assign.targets[0].target, cst.Name)):
-            return []
-        name = assign.targets[0].target.value
-        scope = ctx.flow.scope_of(assign)
-        return [c.args[0].value for c in ctx.nodes(cst.Call)
-                if isinstance(c.func, cst.Attribute) and c.func.attr.value == "add" and c.args
-                and isinstance(c.func.value, cst.Name) and c.func.value.value == name
-                and ctx.pre[c] > ctx.pre[assign] and ctx.flow.scope_of(c) is scope]
-
     def _softmax_of_one_unit(self, ctx: Context, call: cst.Call) -> bool:
         """`tf.nn.softmax(Dense(1)(h))` over the last axis, or `Softmax()(...)` of it."""
         if ctx.call_name(call) in SOFTMAX:
@@ -131,13 +116,13 @@ class SingleUnitSoftmax(Rule):
             if axis is not None and ctx.flow.constant(axis) not in (-1,):
                 return False
         else:
-            layer = _layer(ctx, call)
+            layer = ctx.flow.probabilities.layer_applied(call)
             if not (layer is not None and ctx.call_name(layer) in SOFTMAX_LAYERS
                     and activation_of(ctx.flow, layer) == "softmax" and arg(layer, 99, "axis") is None):
                 return False
         source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")
         value = ctx.flow.value_of(source) if isinstance(source, cst.Name) else source
-        dense = _layer(ctx, value) if isinstance(value, cst.Call) else None
+        dense = ctx.flow.probabilities.layer_applied(value) if isinstance(value, cst.Call) else None
         return dense is not None and ctx.call_name(dense) == "keras.layers.Dense" and self._one_unit(ctx, dense) \
             and activation_of(ctx.flow, dense) is None
 
@@ -150,9 +135,3 @@ class SingleUnitSoftmax(Rule):
         fixed = cst.SimpleString(f"{quote}sigmoid{quote}")
         return Fix("use `activation=\"sigmoid\"` (with a binary loss)", UNSAFE, ((activation, fixed),))
 
-
-def _layer(ctx: Context, applied: cst.Call) -> Optional[cst.Call]:
-    """The constructor of the layer a call applies: `Dense(1)(h)`, or `self.fc(h)` and `fc(h)`
-    with the layer built where the attribute or name is bound."""
-    layer = applied.func if isinstance(applied.func, cst.Call) else ctx.flow.value_of(applied.func)
-    return ctx.flow.bound(layer) if isinstance(layer, cst.Call) else None
