@@ -8,7 +8,7 @@ Only the module's import table is consulted: cheap, and enough for library symbo
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import libcst as cst
 
@@ -103,6 +103,9 @@ SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras
 POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
                      "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
+# The arithmetic functions, read as their operators (`tf.multiply(p, y)` as `p * y`).
+ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
+    **dict.fromkeys(MULTIPLIES, cst.Multiply), **dict.fromkeys(ADDS, cst.Add), **dict.fromkeys(SUBTRACTS, cst.Subtract)}
 # Element-wise choices between two tensors.
 WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
                     "keras.ops.where"})

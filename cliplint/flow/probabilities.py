@@ -5,13 +5,13 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
 from ..names import (
     ACTIVATION_GETTERS,
-    ADDS,
+    ARITHMETIC,
     EXP,
     FUNCTIONAL,
     KEEPS_PROBABILITY,
@@ -19,12 +19,10 @@ from ..names import (
     MAPPERS,
     MATMULS,
     MERGING_LAYERS,
-    MULTIPLIES,
     SEQUENTIAL,
     SIGMOID,
     SOFTMAX,
     STACKS,
-    SUBTRACTS,
     SUMS,
     WHERES,
 )
@@ -33,15 +31,9 @@ from .constants import UNKNOWN, constant, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
-# A linear layer's output is logits (`_logits`): matrix products (`names.MATMULS`), a bias added,
-# layers without activation.
+# A linear layer's output is logits (`_logits`): MATMULS, a bias added, layers without activation.
 BIAS_ADDS = frozenset({"tensorflow.nn.bias_add", "tensorflow.add", "tensorflow.math.add"})
 LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.EinsumDense"})
-
-
-# The arithmetic functions, read as their operators.
-ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
-    **dict.fromkeys(MULTIPLIES, cst.Multiply), **dict.fromkeys(ADDS, cst.Add), **dict.fromkeys(SUBTRACTS, cst.Subtract)}
 
 
 class Source(NamedTuple):
@@ -128,7 +120,7 @@ class Probabilities:
             if isinstance(layers, (cst.List, cst.Tuple)):
                 last = layers.elements[-1].value if layers.elements else None
             else:
-                last = self._last_added(value) if layers is None else None
+                last = next(reversed(self.added_layers(value)), None) if layers is None else None
             return last if isinstance(last, cst.Call) else None
         if name in FUNCTIONAL:
             return self._applied(arg(value, 1, "outputs"))
@@ -439,7 +431,7 @@ class Probabilities:
         layers = arg(sequential, 0, "layers")
         last = layers.elements[-1].value if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements else None
         if layers is None:  # model = Sequential(); model.add(...) ...
-            last = self._last_added(sequential)
+            last = next(reversed(self.added_layers(sequential)), None)
         if isinstance(last, cst.Call):
             kind = activation_of(self.flow, last)
             if kind:
@@ -449,10 +441,6 @@ class Probabilities:
     def _bound_by(self, use: cst.Name, assign: cst.Assign) -> bool:
         binding = self.flow.binding_of(use)
         return binding is not None and binding.owner is assign
-
-    def _last_added(self, sequential: cst.Call) -> Optional[cst.BaseExpression]:
-        added = self.added_layers(sequential)
-        return added[-1] if added else None
 
     def added_layers(self, sequential: cst.Call) -> List[cst.BaseExpression]:
         """The layers `model.add(...)` gives the model `model = Sequential()` holds, in order
