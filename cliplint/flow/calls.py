@@ -157,6 +157,10 @@ class CallSummaries(LocalFlow):
             self._bound[call] = self._merged(call)
         return self._bound[call]
 
+    def called_name(self, call: cst.Call) -> Optional[str]:
+        """The canonical name of what a call runs, through `functools.partial` too (`bound`)."""
+        return self.ctx.call_name(self.bound(call))
+
     def _merged(self, call: cst.Call) -> cst.Call:
         if not self._partials():
             return call

@@ -193,7 +193,7 @@ class Gradients:
             clipped, source, call = target.value, arg(value.value, 0, "t_list"), value.value
         elif isinstance(target, cst.Name) and isinstance(value, (cst.ListComp, cst.GeneratorExp)):
             call = next((n for n in walk(value.elt) if isinstance(n, cst.Call)
-                         and ctx.call_name(self.flow.bound(n)) in ELEMENT_CLIPS), None)
+                         and self.flow.called_name(n) in ELEMENT_CLIPS), None)
             iterable = value.for_in.iter
             source = iterable.args[0].value if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
                 and iterable.func.value == "zip" and iterable.args else iterable

@@ -157,7 +157,7 @@ class PerTensorClipNorm(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            if ctx.call_name(ctx.flow.bound(call)) != "tensorflow.clip_by_norm":  # also through a partial
+            if ctx.flow.called_name(call) != "tensorflow.clip_by_norm":  # also through a partial
                 continue
             tensor = arg(ctx.flow.bound(call), 0, "t")
             if not isinstance(tensor, cst.Name):

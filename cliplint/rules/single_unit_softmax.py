@@ -75,7 +75,7 @@ class SingleUnitSoftmax(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            name = ctx.call_name(ctx.flow.bound(call))
+            name = ctx.flow.called_name(call)
             if name == "keras.layers.Dense" and self._one_unit(ctx, ctx.flow.bound(call)) \
                     and activation_of(ctx.flow, call) == "softmax":
                 yield Report(call, MESSAGE, probe=self._probe(ctx, call), fix=self._fix(ctx, call))

@@ -43,7 +43,7 @@ def _none_source(ctx: Context, grads: GradList) -> str:
 def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
     """The op name when `node` is a None-unsafe TF/Keras call or arithmetic, else None."""
     if isinstance(node, cst.Call):
-        name = ctx.call_name(ctx.flow.bound(node)) or ""  # also through `clip = partial(tf.clip_by_norm, ...)`
+        name = ctx.flow.called_name(node) or ""  # also through `clip = partial(tf.clip_by_norm, ...)`
         if name.startswith(("tensorflow.", "keras.ops.", "keras.backend.")) and name not in NONE_SAFE \
                 and not name.startswith("tensorflow.nest."):
             return f"`{ctx.text(node.func)}`"
