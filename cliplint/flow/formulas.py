@@ -16,7 +16,7 @@ from ..names import EXP, SHAPE_CHANGES, SUBTRACTS, SUMS
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
-from .nodes import MAX_DEPTH, arg, children, walk
+from .nodes import MAX_DEPTH, arg, walk
 
 LOGS = frozenset({"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"})
 LOG1P = frozenset({"tensorflow.math.log1p", "keras.ops.log1p", "tensorflow.log1p"})
@@ -455,13 +455,7 @@ def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
 def _differentiable_parts(flow: Dataflow, expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The nodes of `expr` a gradient can flow back into: not inside a call of a NO_GRADIENT op
     (`one_hot(argmax(p))`, `round(x)`, `shape(x)`)."""
-    stack = [expr]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.Call) and flow.ctx.call_name(current) in NO_GRADIENT:
-            continue
-        yield current
-        stack.extend(reversed(children(current)))
+    return walk(expr, prune=lambda node: isinstance(node, cst.Call) and flow.ctx.call_name(node) in NO_GRADIENT)
 
 
 def _callee_part(flow: Dataflow, name: cst.Name) -> bool:

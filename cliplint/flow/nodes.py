@@ -8,7 +8,7 @@ a structural type, so this package does not import the module that builds it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, overload
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import libcst as cst
 
@@ -114,10 +114,13 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     return found
 
 
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def walk(node: cst.CSTNode, prune: Optional[Callable[[cst.CSTNode], bool]] = None) -> Iterator[cst.CSTNode]:
+    """`node` and everything under it in source order; not a subtree whose root `prune` accepts."""
     stack = [node]
     while stack:
         current = stack.pop()
+        if prune is not None and prune(current):
+            continue
         yield current
         stack.extend(reversed(children(current)))
 
