@@ -95,10 +95,9 @@ class Gradients:
             value = binding.value
             if self.ctx.call_name(value) == "tensorflow.clip_by_global_norm":
                 return self.gradient_list(arg(value, 0, "t_list"), depth + 1)
-            # grads, variables = zip(*grads_and_vars)
-            if isinstance(value.func, cst.Name) and value.func.value == "zip" and len(value.args) == 1 \
-                    and value.args[0].star == "*":
-                inner = self.gradient_list(value.args[0].value, depth + 1)
+            transposed = _unzipped(value)  # grads, variables = zip(*grads_and_vars)
+            if transposed is not None:
+                inner = self.gradient_list(transposed, depth + 1)
                 if inner is not None and inner.pairs:
                     return GradList(inner.origin, False, inner.may_hold_none, inner.filtered, inner.sources)
                 return None
@@ -111,10 +110,7 @@ class Gradients:
         per tower or step: `for tower in tower_grads`), or over one variable's entries across
         them (`for grad_and_vars in zip(*tower_grads)`, the towers' average): entries of a
         gradient list, so each may be None as the list's may."""
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "zip" \
-                and len(iterable.args) == 1 and iterable.args[0].star == "*":
-            iterable = iterable.args[0].value
-        for element in elements(self.flow, iterable):
+        for element in elements(self.flow, _unzipped(iterable) or iterable):
             found = self.gradient_list(element, depth + 1)
             if found is not None:
                 return found
@@ -263,6 +259,14 @@ class Gradients:
             if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
                 return False
         return False
+
+
+def _unzipped(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`x` in `zip(*x)`, else None."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "zip" \
+            and len(expr.args) == 1 and expr.args[0].star == "*":
+        return expr.args[0].value
+    return None
 
 
 def _root(expr: cst.BaseExpression) -> Optional[str]:
