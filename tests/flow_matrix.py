@@ -452,7 +452,17 @@ GRADIENT_SOURCES = {
     "compute_gradients pairs": "[g for g, v in optimizer.compute_gradients(loss, model.trainable_variables)]",
 }
 # A per-tensor clip of every gradient, the update applied; the clean twin clips by the global norm.
-GRADIENT_SINK = "clipped = [tf.clip_by_norm(g, 1.0) for g in {value}]"
+# Each way of clipping element by element: (definitions, statements binding `clipped`).
+GRADIENT_SINKS = {
+    "comprehension": ([], ["clipped = [tf.clip_by_norm(g, 1.0) for g in {value}]"]),
+    "loop append": ([], ["clipped = []", "for g in {value}:", "    clipped.append(tf.clip_by_norm(g, 1.0))"]),
+    "mapped lambda": ([], ["clipped = list(map(lambda g: tf.clip_by_norm(g, 1.0), {value}))"]),
+    "element helper": (["def clip_one(grad):", "    return tf.clip_by_norm(grad, 1.0)", ""],
+                       ["clipped = [clip_one(g) for g in {value}]"]),
+    "element helper, named": (["def clip_one(grad):", "    bounded = tf.clip_by_norm(grad, 1.0)",
+                               "    return bounded", ""],
+                              ["clipped = []", "for g in {value}:", "    clipped.append(clip_one(g))"]),
+}
 GRADIENT_TWIN = "clipped, _ = tf.clip_by_global_norm({value}, 1.0)"
 GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute", "self method",
                      "instance attribute", "subclass attribute", "list element", "dict value", "tuple unpack",
@@ -484,17 +494,21 @@ APPLY_CARRIERS = {
 }
 
 
-def build_gradient(source: str, carriers: Sequence[str], to_apply: str = "direct") -> Program:
+def build_gradient(source: str, carriers: Sequence[str], to_apply: str = "direct",
+                   clip: str = "comprehension") -> Program:
     value = GRADIENT_SOURCES[source]
-    text, line = _render_gradient(value, carriers, GRADIENT_SINK, to_apply)
-    twin, _ = _render_gradient(value, carriers, GRADIENT_TWIN, to_apply)
+    helpers, clipping = GRADIENT_SINKS[clip]
+    text, line = _render_gradient(value, carriers, (helpers, clipping), to_apply)
+    twin, _ = _render_gradient(value, carriers, (helpers, [GRADIENT_TWIN]), to_apply)
     via = tuple(carriers) + ((f"to apply: {to_apply}",) if to_apply != "direct" else ())
-    return Program(source, via, "per-tensor clip", text, (twin,), line, "CL003")
+    return Program(source, via, f"per-tensor clip ({clip})", text, (twin,), line, "CL003")
 
 
-def _render_gradient(value: str, carriers: Sequence[str], sink: str, to_apply: str) -> Tuple[str, int]:
+def _render_gradient(value: str, carriers: Sequence[str], sink: Tuple[List[str], List[str]],
+                     to_apply: str) -> Tuple[str, int]:
+    helpers, clipping = sink
     definitions, applying = APPLY_CARRIERS[to_apply]
-    definitions = list(definitions)
+    definitions = list(helpers) + list(definitions)
     body = ["with tf.GradientTape() as tape:", "    loss = tf.reduce_mean(model(features))"]
     for depth, name in enumerate(carriers):
         added, value = CARRIERS[name](value, depth)
@@ -503,11 +517,11 @@ def _render_gradient(value: str, carriers: Sequence[str], sink: str, to_apply: s
             value.replace("logits, features", "tape, loss, model")
         defines = bool(added) and added[0].startswith(("def ", "class "))
         (definitions if defines and len(body) == 2 else body).extend(added)
-    sink_line = sink.format(value=value)
-    body += [sink_line, *applying]
+    body += [line.format(value=value) for line in clipping] + applying
     lines = GRADIENT_HEADER.splitlines() + definitions + ["def train_step(model, features):"]
     lines += ["    " + line if line else "" for line in body]
-    return "\n".join(lines) + "\n", lines.index("    " + sink_line) + 1
+    marked = [i for i, line in enumerate(lines) if "tf.clip_by_norm(" in line or "clip_by_global_norm(" in line]
+    return "\n".join(lines) + "\n", marked[0] + 1
 
 
 # --- hand-written formulas: an `exp`, a difference or a `log` carried to the formula it breaks ------
@@ -561,6 +575,10 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     # every carrier on the way to the sink, after every carrier from the source
     for index, (carrier, to_apply) in enumerate(itertools.product(GRADIENT_CARRIERS, APPLY_CARRIERS)):
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply)
+    # every way of clipping element by element, after every carrier, on every way to the sink
+    for index, (carrier, clip) in enumerate(itertools.product(GRADIENT_CARRIERS, GRADIENT_SINKS)):
+        to_apply = list(APPLY_CARRIERS)[index % len(APPLY_CARRIERS)]
+        yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply, clip)
     for model, carrier, sink in itertools.product(SOFTMAX_MODELS, OBJECT_CARRIERS, MODEL_SINKS):
         yield build_model(model, [carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):

@@ -140,6 +140,24 @@ PROGRAMS = {
                 grads = [tf.clip_by_norm(g, 1.0) for g in grads]
                 self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
     """,
+    "clip_helper.py": """\
+        import tensorflow as tf
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optimizer = tf.keras.optimizers.Adam(1e-3)
+
+            def clip_grad(self, grad):
+                return tf.clip_by_norm(grad, 1.0)
+
+            def train_step(self, x, y):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(self.model(x) - y))
+                grads = tape.gradient(loss, self.model.trainable_variables)
+                grads = [self.clip_grad(g) for g in grads]
+                self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    """,
     "model_parameter.py": """\
         import tensorflow as tf
 
@@ -215,7 +233,8 @@ def test_name_filter_is_a_listed_stand_in(verified):
 
 
 @pytest.mark.parametrize("name, code", [("trainer.py", "CL007"), ("keras_train_step.py", "CL003"),
-                                        ("keras_train_step.py", "CL005"), ("model_parameter.py", "CL006")])
+                                        ("keras_train_step.py", "CL005"), ("model_parameter.py", "CL006"),
+                                        ("clip_helper.py", "CL003")])
 def test_trainer_layouts_run(verified, name, code):
     v = one(verified, name, code)
     assert v["verdict"] == "confirmed", v

@@ -216,6 +216,26 @@ class Gradients:
             return None
         return element[0], binding
 
+    def element_passed(self, use: cst.Name,
+                       result: cst.CSTNode) -> Optional[Tuple[GradList, cst.Name, Binding, cst.Call]]:
+        """When `use` is a parameter of a helper that returns `result` (`def clip(g): return
+        tf.clip_by_norm(g, c)`), and a call of the helper passes it an element of a gradient list
+        (`[clip(g) for g in grads]`): the list, that element's name and binding, and the call,
+        which stands for `result` where the element is."""
+        binding = self.flow.binding_of(use)
+        if binding is None or binding.kind != "param" or not isinstance(binding.owner, cst.FunctionDef) \
+                or not any(result is r or any(result is o.expr for o in origins(self.flow, r))
+                           for r in self.flow.returned(binding.owner)):
+            return None
+        for call in self.flow.call_sites(binding.owner):
+            passed = self.flow.argument_for(call, binding.owner, binding.name)
+            if not isinstance(passed, cst.Name):
+                continue
+            element = self.gradient_element(passed)
+            if element is not None:
+                return element[0], passed, element[1], call
+        return None
+
     def _comp_target(self, owner: cst.CSTNode, use: cst.Name) -> Optional[cst.CSTNode]:
         comp_for = getattr(owner, "for_in", None)
         while comp_for is not None:

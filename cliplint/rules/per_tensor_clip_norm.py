@@ -85,6 +85,10 @@ class PerTensorClipNorm(Rule):
         "    if grad is not None:\n"
         "        gvs[i] = (tf.clip_by_norm(grad, grad_norm_clipping), var)\n"
         "train_op = optimizer.apply_gradients(gvs)\n",
+        # a helper that clips a copy for a summary and returns the gradient as it was
+        "import tensorflow as tf\ndef logged(grad):\n"
+        "    tf.summary.histogram('clipped', tf.clip_by_norm(grad, 5.0))\n    return grad\n"
+        "grads = [logged(g) for g in tape.gradient(loss, vs)]\nopt.apply_gradients(zip(grads, vs))\n",
         # a user's own clip_by_norm
         "import tensorflow as tf\ndef clip_by_norm(g, c): return g\n"
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
@@ -122,6 +126,12 @@ class PerTensorClipNorm(Rule):
         Invalid("import functools\nimport tensorflow as tf\nclip = functools.partial(tf.clip_by_norm, clip_norm=1.0)\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "opt.apply_gradients(zip([clip(g) for g in grads], model.trainable_variables))\n", 5),
+        # the clip in a helper called on each gradient
+        Invalid("import tensorflow as tf\ndef clip_gradient(grad):\n    return tf.clip_by_norm(grad, 5.0)\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "grads = [clip_gradient(g) for g in grads]\n"
+                "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 3,
+                "through `clip_gradient(g)`"),
     ]
 
     @staticmethod
@@ -152,6 +162,23 @@ class PerTensorClipNorm(Rule):
         drops the None ones, and a plain list's loop does not have the variables at hand."""
         return grads.pairs and isinstance(binding.owner, cst.For) and ctx.flow.none_guarded(tensor, binding)
 
+    @staticmethod
+    def _element(ctx: Context, call: cst.Call, tensor: cst.Name):
+        """The gradient element the clip takes (the list, the element's name and binding) and what
+        stands for the clip where the element is: the clip itself, or the call of a helper that
+        returns it (`[clip(g) for g in grads]` of `def clip(g): return tf.clip_by_norm(g, c)`)."""
+        element = ctx.flow.gradient_element(tensor)
+        if element is not None:
+            return element[0], tensor, element[1], call
+        return ctx.flow.gradients.element_passed(tensor, call)
+
+    @staticmethod
+    def _helper(ctx: Context, call: cst.Call, clipped: cst.CSTNode, tensor: cst.Name) -> dict:
+        """The probe's helper fields when a helper's call stands for the clip."""
+        if clipped is call or not isinstance(clipped, cst.Call):
+            return {}
+        return {"helper": Name(ctx.text(clipped.func)), "parameter": Name(tensor.value)}
+
     def could_fire(self, facts: Facts) -> bool:
         return facts.has("clip_by_norm") and facts.iterates_gradients()
 
@@ -162,20 +189,26 @@ class PerTensorClipNorm(Rule):
             tensor = arg(ctx.flow.bound(call), 0, "t")
             if not isinstance(tensor, cst.Name):
                 continue
-            element = ctx.flow.gradient_element(tensor)
-            if element is None or self._pair_by_pair(ctx, tensor, *element):
+            found = self._element(ctx, call, tensor)
+            if found is None:
                 continue
-            owner = element[1].owner
-            produced = collected(ctx.flow, call, owner)
+            grads, element, binding, clipped = found
+            if self._pair_by_pair(ctx, element, grads, binding):
+                continue
+            owner = binding.owner
+            produced = collected(ctx.flow, clipped, owner)
             if produced is not None and applied(ctx.flow, produced):
                 yield Report(call, (
                     "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
                     "sqrt(n) x clip_norm and its direction changes (cosine 0.55 for five layers of different "
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
-                    + (f" The gradients come in through {', then '.join(element[0].via)}." if element[0].via else "")),
+                    + (f" The gradients come in through {', then '.join(grads.via)}." if grads.via else "")
+                    + (f" The clip runs for each gradient through {ctx.flow.describe_call(clipped)}."
+                       if clipped is not call and isinstance(clipped, cst.Call) else "")),
                     probe=PerTensor(ctx.flow.snippet(loop_node(ctx.flow, owner)), ctx.flow.snippet(call),
                                     Name(produced.value) if isinstance(produced, cst.Name) else None,
                                     appended_lists(owner),
-                                    **probe_roles(ctx.flow.gradients, element[1].value)),
+                                    **probe_roles(ctx.flow.gradients, binding.value),
+                                    **self._helper(ctx, call, clipped, tensor)),
                     fix=self._fix(ctx, call, owner))

@@ -43,6 +43,8 @@ def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
 
 def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     bound = _gradient_stand_ins(probe, grads, variables, assumptions)
+    if probe.get("helper") and probe.get("parameter") and probe.get("clip"):
+        bound[bound_name(probe["helper"])] = _clip_helper(probe, variables, assumptions)
     ns = namespace(snippet, bound, assumptions, variables)
     result = execute(snippet["code"], ns)
     if probe.get("result"):
@@ -50,6 +52,18 @@ def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     elif result is None:  # a `for` statement: what it appended to, if anything
         result = next((ns[bound_name(name)] for name in probe.get("appends", []) if ns.get(bound_name(name))), [])
     return _unpaired(result), ns
+
+
+def _clip_helper(probe: dict, variables, assumptions):
+    """The user's helper the loop calls (`clip(g)` of `def clip(g): return tf.clip_by_norm(g, c)`),
+    stood in by the flagged clip call itself, run on the tensor passed: the helper's other code
+    never reaches the worker."""
+    clip, parameter = probe["clip"], probe["parameter"]
+    assumptions.append(f"`{probe['helper']}` runs as the `{clip['code'][:60]}` it returns")
+
+    def helper(tensor, *_args, **_kwargs):
+        return execute(clip["code"], namespace(clip, {parameter: tensor}, assumptions, variables))
+    return helper
 
 
 def _clip_threshold(clip: dict, ns: dict) -> float:
