@@ -21,7 +21,7 @@ import libcst as cst
 
 from ..probes import Snippet
 from .constants import constant
-from .gradients import Gradients, GradList
+from .gradients import Element, Gradients, GradList
 from .local import Binding, Dataflow
 from .nodes import ModuleIndex
 from .probabilities import Probabilities, Source
@@ -53,6 +53,9 @@ class Flow(Dataflow):
 
     def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
         return self.gradients.gradient_element(use)
+
+    def element_taken(self, use: cst.Name, result: cst.CSTNode) -> Optional[Element]:
+        return self.gradients.element_taken(use, result)
 
     def none_guarded(self, use: cst.Name, binding: Binding) -> bool:
         return self.gradients.none_guarded(use, binding)

@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import libcst as cst
 
-from .carriers import PASS_THROUGH, elements, origins
+from .carriers import PASS_THROUGH, elements, origins, trace
 from .local import Binding, Dataflow
 from .nodes import MAX_DEPTH, arg, is_none, target_names, tests_none, walk
 
@@ -28,6 +28,15 @@ class GradList:
     filtered: bool  # None entries were removed, so it is shorter than the variable list
     sources: Optional[cst.BaseExpression]  # the variables the gradient was taken for
     via: Tuple[str, ...] = ()  # the calls it came in through, outermost first, for messages
+
+
+class Element(NamedTuple):
+    """One element of a gradient list, as a value made of it is gathered (`element_taken`)."""
+
+    grads: GradList
+    name: cst.Name  # the loop or comprehension name that is the element
+    binding: Binding  # that name's binding: the loop, comprehension or mapped lambda
+    stands_for: cst.CSTNode  # what the loop gathers: the value itself, or the helper call returning it
 
 
 class Gradients:
@@ -216,24 +225,26 @@ class Gradients:
             return None
         return element[0], binding
 
-    def element_passed(self, use: cst.Name,
-                       result: cst.CSTNode) -> Optional[Tuple[GradList, cst.Name, Binding, cst.Call]]:
-        """When `use` is a parameter of a helper that returns `result` (`def clip(g): return
-        tf.clip_by_norm(g, c)`), and a call of the helper passes it an element of a gradient list
-        (`[clip(g) for g in grads]`): the list, that element's name and binding, and the call,
-        which stands for `result` where the element is."""
+    def element_taken(self, use: cst.Name, result: cst.CSTNode) -> Optional[Element]:
+        """The gradient element `use` is, where `result` (what is made of it) lands: `use` itself
+        is one (`[tf.clip_by_norm(g, c) for g in grads]`), or it is the parameter of a helper
+        returning `result` that a call passes an element (`[clip(g) for g in grads]` of `def
+        clip(grad): return tf.clip_by_norm(grad, c)`), and that call stands for `result`."""
+        found = self.gradient_element(use)
+        if found is not None:
+            return Element(found[0], use, found[1], result)
         binding = self.flow.binding_of(use)
         if binding is None or binding.kind != "param" or not isinstance(binding.owner, cst.FunctionDef) \
-                or not any(result is r or any(result is o.expr for o in origins(self.flow, r))
+                or not any(trace(self.flow, r, lambda e: e if e is result else None) is not None
                            for r in self.flow.returned(binding.owner)):
             return None
         for call in self.flow.call_sites(binding.owner):
             passed = self.flow.argument_for(call, binding.owner, binding.name)
             if not isinstance(passed, cst.Name):
                 continue
-            element = self.gradient_element(passed)
-            if element is not None:
-                return element[0], passed, element[1], call
+            found = self.gradient_element(passed)
+            if found is not None:
+                return Element(found[0], passed, found[1], call)
         return None
 
     def _comp_target(self, owner: cst.CSTNode, use: cst.Name) -> Optional[cst.CSTNode]:

@@ -9,7 +9,7 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
-from ..flow.gradients import applied
+from ..flow.gradients import Element, applied
 from ..flow.nodes import arg, walk
 from ..flow.snippets import appended_lists, loop_node, probe_roles
 from ..probes import Name, PerTensor
@@ -163,21 +163,12 @@ class PerTensorClipNorm(Rule):
         return grads.pairs and isinstance(binding.owner, cst.For) and ctx.flow.none_guarded(tensor, binding)
 
     @staticmethod
-    def _element(ctx: Context, call: cst.Call, tensor: cst.Name):
-        """The gradient element the clip takes (the list, the element's name and binding) and what
-        stands for the clip where the element is: the clip itself, or the call of a helper that
-        returns it (`[clip(g) for g in grads]` of `def clip(g): return tf.clip_by_norm(g, c)`)."""
-        element = ctx.flow.gradient_element(tensor)
-        if element is not None:
-            return element[0], tensor, element[1], call
-        return ctx.flow.gradients.element_passed(tensor, call)
-
-    @staticmethod
-    def _helper(ctx: Context, call: cst.Call, clipped: cst.CSTNode, tensor: cst.Name) -> dict:
-        """The probe's helper fields when a helper's call stands for the clip."""
-        if clipped is call or not isinstance(clipped, cst.Call):
+    def _helper(ctx: Context, call: cst.Call, element: Element, tensor: cst.Name) -> dict:
+        """The probe's helper fields when a helper's call stands for the clip of its parameter `tensor`."""
+        helper = element.stands_for
+        if helper is call or not isinstance(helper, cst.Call):
             return {}
-        return {"helper": Name(ctx.text(clipped.func)), "parameter": Name(tensor.value)}
+        return {"helper": Name(ctx.text(helper.func)), "parameter": Name(tensor.value)}
 
     def could_fire(self, facts: Facts) -> bool:
         return facts.has("clip_by_norm") and facts.iterates_gradients()
@@ -189,14 +180,11 @@ class PerTensorClipNorm(Rule):
             tensor = arg(ctx.flow.bound(call), 0, "t")
             if not isinstance(tensor, cst.Name):
                 continue
-            found = self._element(ctx, call, tensor)
-            if found is None:
+            element = ctx.flow.element_taken(tensor, call)
+            if element is None or self._pair_by_pair(ctx, element.name, element.grads, element.binding):
                 continue
-            grads, element, binding, clipped = found
-            if self._pair_by_pair(ctx, element, grads, binding):
-                continue
-            owner = binding.owner
-            produced = collected(ctx.flow, clipped, owner)
+            grads, owner = element.grads, element.binding.owner
+            produced = collected(ctx.flow, element.stands_for, owner)
             if produced is not None and applied(ctx.flow, produced):
                 yield Report(call, (
                     "`tf.clip_by_norm` clips each gradient on its own: the update's global norm can reach "
@@ -204,11 +192,11 @@ class PerTensorClipNorm(Rule):
                     "scale). To bound the whole update use `tf.clip_by_global_norm(grads, clip_norm)`; if "
                     "per-variable clipping is intended, Keras' `clipnorm=` does exactly that."
                     + (f" The gradients come in through {', then '.join(grads.via)}." if grads.via else "")
-                    + (f" The clip runs for each gradient through {ctx.flow.describe_call(clipped)}."
-                       if clipped is not call and isinstance(clipped, cst.Call) else "")),
+                    + (f" The clip runs for each gradient through {ctx.flow.describe_call(element.stands_for)}."
+                       if isinstance(element.stands_for, cst.Call) and element.stands_for is not call else "")),
                     probe=PerTensor(ctx.flow.snippet(loop_node(ctx.flow, owner)), ctx.flow.snippet(call),
                                     Name(produced.value) if isinstance(produced, cst.Name) else None,
                                     appended_lists(owner),
-                                    **probe_roles(ctx.flow.gradients, binding.value),
-                                    **self._helper(ctx, call, clipped, tensor)),
+                                    **probe_roles(ctx.flow.gradients, element.binding.value),
+                                    **self._helper(ctx, call, element, tensor)),
                     fix=self._fix(ctx, call, owner))

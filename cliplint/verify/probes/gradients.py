@@ -43,7 +43,7 @@ def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
 
 def _replay_loop(probe: dict, snippet: dict, grads, variables, assumptions):
     bound = _gradient_stand_ins(probe, grads, variables, assumptions)
-    if probe.get("helper") and probe.get("parameter") and probe.get("clip"):
+    if probe.get("helper") and probe.get("parameter"):
         bound[bound_name(probe["helper"])] = _clip_helper(probe, variables, assumptions)
     ns = namespace(snippet, bound, assumptions, variables)
     result = execute(snippet["code"], ns)
