@@ -372,16 +372,20 @@ SOFTMAX_MODELS = {
     "functional, layer by name": "keras.Model(features, softmax_head(features))",
     "subclassed": "SoftmaxNet()",
     "Sequential, layer through partial": "keras.Sequential([softmax_dense(10)])",
+    "builder, activation as parameter": "dense_model(activation='softmax')",
 }
 LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "functional": "keras.Model(features, keras.layers.Dense(10)(features))",
           "functional, layer by name": "keras.Model(features, linear_head(features))",
           "subclassed": "LinearNet()",
-          "Sequential, layer through partial": "keras.Sequential([relu_dense(10)])"}
+          "Sequential, layer through partial": "keras.Sequential([relu_dense(10)])",
+          "builder, activation as parameter": "dense_model()"}
 # Both programs of a pair define both heads and both subclassed models: they differ by the one used.
 MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
                  "softmax_dense = functools.partial(keras.layers.Dense, activation='softmax')",
                  "relu_dense = functools.partial(keras.layers.Dense, activation='relu')", "",
+                 "def dense_model(activation=None):",
+                 "    return keras.Sequential([keras.layers.Dense(10, activation=activation)])", "",
                  *(line for name, activation in (("SoftmaxNet", ", activation='softmax'"), ("LinearNet", ""))
                        for line in (f"class {name}(keras.Model):", "    def __init__(self):",
                                     "        super().__init__()",

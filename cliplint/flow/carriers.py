@@ -300,6 +300,12 @@ def same_value(flow: Dataflow, one: cst.BaseExpression, other: cst.BaseExpressio
     return not sources(flow, one).isdisjoint(sources(flow, other))
 
 
+def _passed(flow: Dataflow, expr: cst.BaseExpression) -> bool:
+    """A parameter that calls of its function pass values into (`origins` has them)."""
+    binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
+    return binding is not None and binding.kind == "param" and bool(_bound(flow, expr))
+
+
 def _bound_here(flow: Dataflow, expr: cst.BaseExpression) -> bool:
     return not isinstance(expr, cst.Name) or flow.binding_of(expr) is not None
 
@@ -307,8 +313,9 @@ def _bound_here(flow: Dataflow, expr: cst.BaseExpression) -> bool:
 def carried_constant(flow: Dataflow, expr: cst.BaseExpression) -> object:
     """The literal `expr` holds when every way its value comes (every carrier, every element a
     container may give) starts at the same literal; UNKNOWN when one start does not fold or two
-    differ. A parameter's default counts only where `constant` takes it (no call passes one)."""
-    starts, complete = _starts(flow, expr, lambda e: constant(flow, e) is not UNKNOWN)
+    differ. A parameter is what its calls pass (its default where a call passes nothing); its
+    default alone only when no call of its function is known."""
+    starts, complete = _starts(flow, expr, lambda e: constant(flow, e) is not UNKNOWN and not _passed(flow, e))
     found = [constant(flow, start) for start in starts]
     first = found[0] if found and complete else UNKNOWN
     return first if all(type(v) is type(first) and v == first for v in found) else UNKNOWN

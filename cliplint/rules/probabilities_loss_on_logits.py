@@ -8,6 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
+from ..flow.carriers import carried_constant
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
 from ..probes import ProbabilityLoss
@@ -90,6 +91,11 @@ class ProbabilitiesLossOnLogits(Rule):
         "import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(3))\n"
         "model.add(tf.keras.layers.Activation('softmax'))\nmodel.compile(loss='categorical_crossentropy')\n"
         "model.fit(x, y)\n",
+        # a builder whose activation defaults to None, called with a sigmoid (and elsewhere without)
+        "import tensorflow as tf\ndef build(units, activation=None):\n"
+        "    return tf.keras.Sequential([tf.keras.layers.Dense(units, activation=activation)])\n"
+        "classifier = build(1, activation='sigmoid')\nclassifier.compile(loss='binary_crossentropy')\n"
+        "classifier.fit(x, y)\nregressor = build(1)\nregressor.compile(loss='mse')\nregressor.fit(x, y)\n",
     ]
     INVALID = [
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),\n"
@@ -194,7 +200,9 @@ class ProbabilitiesLossOnLogits(Rule):
         activation = arg(layer, 1 if name == "keras.layers.Dense" else 99, "activation")
         if activation is None:
             return True
-        value = ctx.flow.constant(activation)
+        # every value the activation takes (each call of a builder passing one), not the
+        # parameter's default alone: `build(activation='sigmoid')` ends with a sigmoid
+        value = carried_constant(ctx.flow, activation)
         return value is not UNKNOWN and value in NOT_SQUASHING
 
     @staticmethod
