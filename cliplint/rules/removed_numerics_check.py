@@ -66,6 +66,10 @@ class RemovedNumericsCheck(Rule):
         "import tensorflow as tf\nx = tf.placeholder(tf.float32, [None, 4])\n"
         "train_op = tf.train.AdamOptimizer(1e-3).minimize(loss)\ncheck = tf.add_check_numerics_ops()\n",
         "import tensorflow as tf\nwith tf.Graph().as_default():\n    check = tf.add_check_numerics_ops()\n",
+        # TF 1 code (tf.contrib is gone from TF 2) that spells the check through compat.v1
+        "import tensorflow as tf\nsess = tf.compat.v1.InteractiveSession()\n"
+        "checks = tf.compat.v1.add_check_numerics_ops()\n"
+        "if FLAGS.quantize:\n    tf.contrib.quantize.create_training_graph(quant_delay=0)\n",
         # TF 1 graph code run through compat.v1 with eager execution turned off
         "import tensorflow.compat.v1 as tf\ntf.disable_eager_execution()\nx = tf.placeholder(tf.float32)\n"
         "check = tf.add_check_numerics_ops()\nwith tf.Session() as sess:\n    sess.run(check, {x: 1.0})\n",
@@ -119,7 +123,8 @@ class RemovedNumericsCheck(Rule):
     @staticmethod
     def _tf1_module(ctx: Context) -> bool:
         """Code written for TF 1: it uses a TF 1-only name spelled without `compat.v1`
-        (`tf.placeholder`, `tf.Session`, `tf.train.AdamOptimizer`, `tf.Graph().as_default()`);
+        (`tf.placeholder`, `tf.Session`, `tf.train.AdamOptimizer`, `tf.Graph().as_default()`, anything
+        of `tf.contrib`, which TF 2 removed);
         there `tf.add_check_numerics_ops()` works as documented."""
         for attribute in ctx.nodes(cst.Attribute):
             node: cst.BaseExpression = attribute
@@ -131,7 +136,8 @@ class RemovedNumericsCheck(Rule):
             head, _, rest = (dotted_name(node) or "").partition(".")
             if ctx.imports.aliases.get(head) != "tensorflow":
                 continue
-            if rest == spelled or rest in TF1_ONLY or (rest.startswith("train.") and rest.endswith("Optimizer")):
+            if rest == spelled or rest in TF1_ONLY or rest.split(".")[0] == "contrib" \
+                    or (rest.startswith("train.") and rest.endswith("Optimizer")):
                 return True
         return False
 
