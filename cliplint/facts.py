@@ -347,14 +347,33 @@ class Facts:
         """The canonical names of the module's chains whose head an import binds."""
         if self._qualified is None:
             self._qualified = set()
+            heads = self._module_aliases()
             for chain in self._chains:
                 head, _, rest = chain.partition(".")
-                full = self._import_aliases.get(head)
-                if full is not None:
+                for full in heads.get(head, ()):
                     dotted = f"{full}.{rest}" if rest else full
                     # a namespace's own spelling: `tensorflow.compat.v1` stands for `tensorflow`
                     self._qualified.update((canonical(dotted), canonical(dotted + ".x")[:-2]))
         return self._qualified
+
+    def _module_aliases(self) -> Dict[str, Set[str]]:
+        """Local name -> every dotted name it may stand for: what its imports bind, and what an
+        assignment of an imported chain binds (`tf = tensorflow.compat.v1`; an alias of an alias
+        too), as the engine's `alias_of` follows them."""
+        heads = {local: {full} for local, full in self._import_aliases.items()}
+        for _ in range(4):
+            grown = False
+            for name, value in self.bindings:
+                chain = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                head, _, rest = (chain or "").partition(".")
+                for full in list(heads.get(head, ())):
+                    dotted = f"{full}.{rest}" if rest else full
+                    if dotted not in heads.setdefault(name, set()):
+                        heads[name].add(dotted)
+                        grown = True
+            if not grown:
+                break
+        return heads
 
     def iterates_gradients(self) -> bool:
         """Could a value that holds gradients be looped over (for, comprehension, map)? The module
@@ -372,7 +391,7 @@ def _last_part(node: ast.AST) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
 
 
-def _dotted(node: ast.Attribute) -> Optional[str]:
+def _dotted(node: ast.expr) -> Optional[str]:
     parts = []
     current: ast.AST = node
     while isinstance(current, ast.Attribute):

@@ -421,11 +421,17 @@ def never_differentiated(flow: Dataflow, node: cst.CSTNode) -> bool:
     every function and class count."""
     ctx = flow.ctx
     if any(isinstance(outer, (cst.FunctionDef, cst.Lambda, cst.ClassDef))
-           or (isinstance(outer, cst.With) and "GradientTape" in ctx.text(outer.items[0]))  # under a tape
+           or (isinstance(outer, cst.With) and _under_tape(flow, outer.items[0].item))
            for outer in ctx.ancestors(node)):
         return False
     return not any(isinstance(n, cst.Name) and n.value in TRAINING_WORDS and ctx.pre[n] > ctx.pre[node]
                    for n in ctx.nodes(cst.Name))
+
+
+def _under_tape(flow: Dataflow, item: cst.BaseExpression) -> bool:
+    """A `with` item that opens a tape, spelled out or through an alias (`Tape = tf.GradientTape`)."""
+    return "GradientTape" in flow.ctx.text(item) or (
+        isinstance(item, cst.Call) and flow.ctx.call_name(item) == "tensorflow.GradientTape")
 
 
 def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import libcst as cst
 
-from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS, dotted_name
+from ..names import MAPPERS, SHAPE_CHANGES, WHILE_LOOPS, canonical, dotted_name
 from .bindings import Binding, Kind
 from .calls import CallSummaries
 from .constants import FlagDefaults
@@ -332,7 +332,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         """Canonical name behind a local alias such as `softmax = tf.nn.softmax`."""
         if isinstance(expr, cst.Attribute):
             head = self.alias_of(expr.value) if isinstance(expr.value, (cst.Name, cst.Attribute)) else None
-            return f"{head}.{expr.attr.value}" if head else None
+            return canonical(f"{head}.{expr.attr.value}") if head else None
         value = self.value_of(expr)
         if value is expr or not isinstance(value, (cst.Name, cst.Attribute)):
             return None

@@ -25,9 +25,7 @@ def passed_options(flow: Dataflow, call: cst.Call) -> Optional[Options]:
     name = ctx.call_name(call)
     if name in OPTIMIZER_CLASSES:
         return _keyword_options(flow, call)
-    if name in OPTIMIZER_FACTORIES or (
-            isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_config"
-            and ctx.qualify(call.func.value) in OPTIMIZER_CLASSES):
+    if name in OPTIMIZER_FACTORIES or (name or "").removesuffix(".from_config") in OPTIMIZER_CLASSES:
         mapping = _dict(flow, arg(call, 0, "identifier" if name in OPTIMIZER_FACTORIES else "config"))
         if mapping is not None and name in OPTIMIZER_FACTORIES:
             mapping = _dict(flow, mapping.get("config"))
