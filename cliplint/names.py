@@ -138,3 +138,16 @@ LAYER_FUNCTIONS = {"tensorflow.layers.dense": (2, "activation"),
                    "tensorflow.contrib.layers.fully_connected": (2, "activation_fn")}
 SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})
+# Calls that return a model computing what their model argument computes (its outputs' activations
+# kept): a copy, and the wrappers of the model optimisation toolkit. -> the argument's keyword.
+_TFMOT = "tensorflow_model_optimization"
+MODEL_WRAPPERS = {
+    "keras.models.clone_model": "model",
+    f"{_TFMOT}.sparsity.keras.prune_low_magnitude": "to_prune",
+    f"{_TFMOT}.sparsity.keras.strip_pruning": "model",
+    f"{_TFMOT}.quantization.keras.quantize_model": "to_quantize",
+    f"{_TFMOT}.quantization.keras.quantize_annotate_model": "to_annotate",
+    f"{_TFMOT}.quantization.keras.quantize_apply": "model",
+    f"{_TFMOT}.clustering.keras.cluster_weights": "to_cluster",
+    f"{_TFMOT}.clustering.keras.strip_clustering": "model",
+}

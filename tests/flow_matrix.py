@@ -18,7 +18,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Sequence, Tuple
 
-HEADER = "import functools\n\nimport tensorflow as tf\nfrom tensorflow import keras\n\n"
+HEADER = ("import functools\n\nimport tensorflow as tf\nimport tensorflow_model_optimization as tfmot\n"
+          "from tensorflow import keras\n\n")
 
 # name -> (expression making probabilities from `logits`, its clean twin)
 PROBABILITY_SOURCES = {
@@ -347,7 +348,7 @@ def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[st
     definitions: List[str] = list(prelude)
     body: List[str] = []
     for depth, name in enumerate(carriers):
-        added, value = CARRIERS[name](value, depth)
+        added, value = {**CARRIERS, **MODEL_HOPS}[name](value, depth)
         # A definition that reads only the logits sits at module level; one that reads what an
         # earlier carrier bound in the training function is a closure inside it, and so is a loop
         # body with the statement running the loop.
@@ -406,6 +407,12 @@ MODEL_SINKS = {
 OBJECT_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
                   "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
                   "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus")
+# Hops only a model takes: its copy or a wrapper computes what the model computes.
+MODEL_HOPS = {
+    "cloned model": _assign("keras.models.clone_model({value})"),
+    "pruned model": _assign("tfmot.sparsity.keras.prune_low_magnitude({value}, pruning_schedule=schedule)"),
+}
+MODEL_CARRIERS = OBJECT_CARRIERS + tuple(MODEL_HOPS)
 
 
 def build_model(model: str, carriers: Sequence[str], sink: str) -> Program:
@@ -583,9 +590,9 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     for index, (carrier, clip) in enumerate(itertools.product(GRADIENT_CARRIERS, GRADIENT_SINKS)):
         to_apply = list(APPLY_CARRIERS)[index % len(APPLY_CARRIERS)]
         yield build_gradient(list(GRADIENT_SOURCES)[index % len(GRADIENT_SOURCES)], [carrier], to_apply, clip)
-    for model, carrier, sink in itertools.product(SOFTMAX_MODELS, OBJECT_CARRIERS, MODEL_SINKS):
+    for model, carrier, sink in itertools.product(SOFTMAX_MODELS, MODEL_CARRIERS, MODEL_SINKS):
         yield build_model(model, [carrier], sink)
-    for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
+    for index, (outer, inner) in enumerate(itertools.product(MODEL_CARRIERS, repeat=2)):
         model = list(SOFTMAX_MODELS)[index % len(SOFTMAX_MODELS)]
         yield build_model(model, [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
     for carrier, sink in itertools.product(OBJECT_CARRIERS, OPTION_SINKS):

@@ -19,6 +19,7 @@ from ..names import (
     MAPPERS,
     MATMULS,
     MERGING_LAYERS,
+    MODEL_WRAPPERS,
     SEQUENTIAL,
     SIGMOID,
     SOFTMAX,
@@ -385,10 +386,16 @@ class Probabilities:
             if self.ctx.call_name(value) in SEQUENTIAL | FUNCTIONAL or activation_of(self.flow, value):
                 return value
             return value if isinstance(self.flow.callee(value), cst.ClassDef) else None
-        found = traced(self.flow, model, builds)
+        found = traced(self.flow, model, builds, self._wrapped)
         if found is not None:
             return found
         return (self.flow.value_of(model) if isinstance(model, (cst.Name, cst.Attribute)) else model), ()
+
+    def _wrapped(self, value: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """The model a wrapper that keeps its outputs was given (`prune_low_magnitude(model)`)."""
+        keyword = MODEL_WRAPPERS.get(self.ctx.call_name(value) or "") if isinstance(value, cst.Call) else None
+        model = arg(value, 0, keyword) if keyword is not None and isinstance(value, cst.Call) else None
+        return [model] if model is not None else []
 
     def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:
         method = self.flow.method_named(cls, "call") or self.flow.method_named(cls, "__call__")
