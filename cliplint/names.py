@@ -138,6 +138,13 @@ LAYER_FUNCTIONS = {"tensorflow.layers.dense": (2, "activation"),
                    "tensorflow.contrib.layers.fully_connected": (2, "activation_fn")}
 SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})
+# Calls other than `model.compile(loss=...)` that give a Keras model the loss it is trained with,
+# and exist to train it (TFF's federated process trains what they wrap): -> (model, loss) keywords,
+# at positions 0 and 1.
+MODEL_LOSS_CALLS = {
+    "tensorflow_federated.learning.from_keras_model": ("keras_model", "loss"),
+    "tensorflow_federated.learning.models.from_keras_model": ("keras_model", "loss"),
+}
 # Calls that return a model computing what their model argument computes (its outputs' activations
 # kept): a copy, and the wrappers of the model optimisation toolkit. -> the argument's keyword.
 _TFMOT = "tensorflow_model_optimization"

@@ -18,8 +18,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Sequence, Tuple
 
-HEADER = ("import functools\n\nimport tensorflow as tf\nimport tensorflow_model_optimization as tfmot\n"
-          "from tensorflow import keras\n\n")
+HEADER = ("import functools\n\nimport tensorflow as tf\nimport tensorflow_federated as tff\n"
+          "import tensorflow_model_optimization as tfmot\nfrom tensorflow import keras\n\n")
 
 # name -> (expression making probabilities from `logits`, its clean twin)
 PROBABILITY_SOURCES = {
@@ -402,6 +402,13 @@ MODEL_SINKS = {
     "compile('categorical_crossentropy')": ("CL012", LINEAR, "model = {value}\nmodel.compile(optimizer='adam', "
                                             "loss='categorical_crossentropy')" + MARK
                                             + "\nmodel.fit(features, labels)"),
+    # a federated process trains what TFF wraps: no `fit` is called
+    "tff from_keras_model(from_logits=True)": (
+        "CL010", SOFTMAX_MODELS, "federated = tff.learning.models.from_keras_model(\n    {value}, input_spec=spec,\n"
+        "    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))" + MARK),
+    "tff from_keras_model('binary_crossentropy')": (
+        "CL012", LINEAR, "federated = tff.learning.from_keras_model({value}, loss='binary_crossentropy'," + MARK
+        + "\n                                          input_spec=spec)"),
 }
 # The carriers a model or a dict of options travels by (a tensor's transforms do not apply to them).
 OBJECT_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
@@ -594,7 +601,7 @@ def matrix(nested: bool = True) -> Iterator[Program]:
         yield build_model(model, [carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(MODEL_CARRIERS, repeat=2)):
         model = list(SOFTMAX_MODELS)[index % len(SOFTMAX_MODELS)]
-        yield build_model(model, [outer, inner], list(MODEL_SINKS)[index // 2 % 2])
+        yield build_model(model, [outer, inner], list(MODEL_SINKS)[index // 2 % len(MODEL_SINKS)])
     for carrier, sink in itertools.product(OBJECT_CARRIERS, OPTION_SINKS):
         yield build_options([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):

@@ -15,7 +15,7 @@ import helpers and types from the submodule that owns them.
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -24,7 +24,7 @@ from .constants import constant
 from .gradients import Element, Gradients, GradList
 from .local import Binding, Dataflow
 from .nodes import ModuleIndex
-from .probabilities import Probabilities, Source
+from .probabilities import Compiled, Probabilities, Source
 from .snippets import snippet
 
 NO_SNIPPET = Snippet("")
@@ -67,3 +67,7 @@ class Flow(Dataflow):
     def model_output(self, model: cst.BaseExpression) -> Optional[Source]:
         """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""
         return self.probabilities.model_output(model)
+
+    def compiled(self) -> List[Compiled]:
+        """Every model given the loss it trains with (`model.compile(loss=...)` and the like)."""
+        return self.probabilities.compiled()

@@ -19,6 +19,7 @@ from ..names import (
     MAPPERS,
     MATMULS,
     MERGING_LAYERS,
+    MODEL_LOSS_CALLS,
     MODEL_WRAPPERS,
     SEQUENTIAL,
     SIGMOID,
@@ -44,6 +45,15 @@ class Source(NamedTuple):
     node: cst.CSTNode  # the call or layer that produces it
     padded: bool  # an epsilon or a clip was added on the way
     via: Tuple[str, ...] = ()  # the calls it came in through, for messages
+
+
+class Compiled(NamedTuple):
+    """A model given the loss it trains with."""
+
+    call: cst.Call  # `model.compile(...)`, `tff.learning.models.from_keras_model(...)`
+    model: cst.BaseExpression
+    loss: cst.BaseExpression
+    trains: bool  # the call exists to train the model (else ask whether `fit` is called)
 
 
 def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
@@ -96,6 +106,7 @@ class Probabilities:
         self.flow = flow
         self.ctx = flow.ctx
         self._hops = 0  # parameters followed into callers on the current path
+        self._compiled: Optional[List[Compiled]] = None
 
     def model_output(self, model) -> Optional[Source]:
         return self._model(model, frozenset(), False)
@@ -183,22 +194,37 @@ class Probabilities:
                 return compiled
         return self._from_origins(expr, seen, padded)
 
+    def compiled(self) -> List[Compiled]:
+        """Every place the module gives a model the loss it trains with: `model.compile(loss=...)`
+        on a model (not a Keras class's own `compile`), and the calls of `MODEL_LOSS_CALLS`."""
+        if self._compiled is None:
+            self._compiled = []
+            for call in self.ctx.nodes(cst.Call):
+                func, name = call.func, self.ctx.call_name(call)
+                if name in MODEL_LOSS_CALLS:
+                    model_keyword, loss_keyword = MODEL_LOSS_CALLS[name]
+                    model, loss = arg(call, 0, model_keyword), arg(call, 1, loss_keyword)
+                    if model is not None and loss is not None:
+                        self._compiled.append(Compiled(call, model, loss, True))
+                elif isinstance(func, cst.Attribute) and func.attr.value == "compile" and name is None:
+                    loss = arg(call, 1, "loss")
+                    if loss is not None:
+                        self._compiled.append(Compiled(call, func.value, loss, False))
+        return self._compiled
+
     def _loss_input(self, function: cst.FunctionDef, binding: Binding, seen, padded) -> Optional[Source]:
-        """`y_pred` of a loss function (or method) given to `model.compile(loss=...)`: what the
-        compiled model outputs (`binding`, a parameter of `function`). Keras calls the loss
+        """`y_pred` of a loss function (or method) a model is compiled with (`compiled`): what
+        the compiled model outputs (`binding`, a parameter of `function`). Keras calls the loss
         itself, so no call site passes it."""
         params = self.flow.passed_params(function)
         if len(params) < 2 or params[1].name.value != binding.name:
             return None
-        for call in self.ctx.nodes(cst.Call):
-            func = call.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "compile"):
-                continue
-            loss = arg(call, 1, "loss")
-            if loss is not None and self.flow.definition_of(loss) is function:
-                found = self._model(func.value, seen, padded)
+        for compiled in self.compiled():
+            if self.flow.definition_of(compiled.loss) is function:
+                found = self._model(compiled.model, seen, padded)
                 if found is not None:
-                    return found._replace(via=(self.flow.describe_call(call),) + found.via)
+                    return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
+        return None
         return None
 
     def _from_origins(self, expr, seen, padded) -> Optional[Source]:

@@ -134,13 +134,15 @@ class ProbabilitiesLossOnLogits(Rule):
         return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR)
 
     def check(self, ctx: Context) -> Iterator[Report]:
+        compiling = {compiled.call for compiled in ctx.flow.compiled()}
+        for compiled in ctx.flow.compiled():
+            if compiled.trains or self._trained(ctx, compiled.model):
+                yield from self._report(ctx, compiled.loss, compiled.model, "the compiled model's outputs")
         for call in ctx.nodes(cst.Call):
             func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "compile" and ctx.qualify(func.value) is None:
-                loss = arg(call, 1, "loss")
-                if loss is not None and self._trained(ctx, func.value):
-                    yield from self._report(ctx, loss, func.value, "the compiled model's outputs")
-            elif isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
+            if call in compiling or (isinstance(func, cst.Attribute) and func.attr.value == "compile"):
+                continue
+            if isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
                     and not self._from_logits(ctx, call):
                 predictions = ctx.flow.value_of(call.args[1].value)
                 if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call):

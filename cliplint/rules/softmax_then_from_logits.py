@@ -159,6 +159,11 @@ class SoftmaxThenFromLogits(Rule):
                 "loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, probs)\n", 3),
         Invalid("import keras\nmodel = keras.Sequential([keras.layers.Dense(4, activation='softmax')])\n"
                 "model.compile(loss={'class_name': 'CategoricalCrossentropy', 'config': {'from_logits': True}})\n", 3),
+        # federated learning: TFF trains the model it wraps with the loss it is given
+        Invalid("import tensorflow as tf\nimport tensorflow_federated as tff\ndef model_fn():\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
+                "    return tff.learning.models.from_keras_model(model, input_spec=spec,\n"
+                "        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n", 6),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -166,19 +171,15 @@ class SoftmaxThenFromLogits(Rule):
         return with_logits and facts.has(*PROBABILITY_WORDS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
+        for compiled in ctx.flow.compiled():
+            kind = self._from_logits(ctx, compiled.loss)
+            output = ctx.flow.model_output(compiled.model) if kind else None
+            if output and output[0] == kind:
+                yield self._report(ctx, compiled.loss, kind, output[1], "the model output",
+                                   {"loss": ctx.flow.snippet(ctx.flow.value_of(compiled.loss))}, output.via)
+        compiling = {compiled.call for compiled in ctx.flow.compiled()}
         for call in ctx.nodes(cst.Call):
-            func = call.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "compile" \
-                    and ctx.imports.qualify(func.value) is None:
-                loss = arg(call, 1, "loss")
-                if loss is None:
-                    continue
-                kind = self._from_logits(ctx, loss)
-                output = ctx.flow.model_output(func.value) if kind else None
-                if output and output[0] == kind:
-                    yield self._report(ctx, loss, kind, output[1], "the model output",
-                                       {"loss": ctx.flow.snippet(ctx.flow.value_of(loss))}, output.via)
-            else:
+            if call not in compiling:
                 yield from self._direct(ctx, call)
 
     def _direct(self, ctx: Context, call: cst.Call) -> Iterator[Report]:
