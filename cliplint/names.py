@@ -87,6 +87,9 @@ SIGMOID = frozenset({
 # Words without which a module makes no probability (a library softmax/sigmoid, an activation
 # string, or one written out with exp): the gate of the rules that need one.
 PROBABILITY_WORDS = ("softmax", "sigmoid", "Softmax", "exp")
+# Keras' pretrained models: with their classifier (`include_top=True`, the default) they end in
+# `classifier_activation`, softmax by default.
+APPLICATIONS = frozenset({"keras.applications"})
 # Changes of a tensor's shape or dtype that leave what it holds as it is (any model's value).
 SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.cast",
                            "tensorflow.identity", "keras.ops.expand_dims",

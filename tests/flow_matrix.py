@@ -374,13 +374,15 @@ SOFTMAX_MODELS = {
     "subclassed": "SoftmaxNet()",
     "Sequential, layer through partial": "keras.Sequential([softmax_dense(10)])",
     "builder, activation as parameter": "dense_model(activation='softmax')",
+    "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10)",
 }
 LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "functional": "keras.Model(features, keras.layers.Dense(10)(features))",
           "functional, layer by name": "keras.Model(features, linear_head(features))",
           "subclassed": "LinearNet()",
           "Sequential, layer through partial": "keras.Sequential([relu_dense(10)])",
-          "builder, activation as parameter": "dense_model()"}
+          "builder, activation as parameter": "dense_model()",
+          "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10, classifier_activation=None)"}
 # Both programs of a pair define both heads and both subclassed models: they differ by the one used.
 MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
                  "softmax_dense = functools.partial(keras.layers.Dense, activation='softmax')",

@@ -76,6 +76,27 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
     return activation_kind(flow, value) if value is not None else None
 
 
+def application(flow: Dataflow, call: cst.Call) -> bool:
+    """Does `call` build a Keras application with its classifier: a model class of
+    `keras.applications` (`ResNet50(weights=None, classes=10)`) with `include_top` not given
+    False? Its last layer applies `classifier_activation` (softmax unless given). Read from
+    keywords only: the positions of these parameters differ between the applications."""
+    name = flow.ctx.call_name(call) or ""
+    if not (name.startswith("keras.applications.") and name.rsplit(".", 1)[-1][:1].isupper()) \
+            or any(a.keyword is None for a in call.args):
+        return False
+    top = arg(call, 99, "include_top")
+    return top is None or constant(flow, top) is True
+
+
+def application_head(flow: Dataflow, call: cst.Call) -> Optional[str]:
+    """'softmax'/'sigmoid' when `call` builds a Keras application whose classifier applies it."""
+    if not application(flow, call):
+        return None
+    head = arg(call, 99, "classifier_activation")
+    return "softmax" if head is None else activation_kind(flow, head)
+
+
 def activation_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
     """'softmax'/'sigmoid' when `value` is that activation: its name as a string, the function,
     `keras.activations.get(...)` of one, or a name, attribute or parameter that holds one
@@ -114,7 +135,8 @@ class Probabilities:
     def last_layer(self, model, depth: int = 0) -> Optional[cst.Call]:
         """The constructor call of the layer whose output a Sequential or functional model built
         in this module returns (`Dense(1)` in `Sequential([..., Dense(1)])`, `.add(Dense(1))`,
-        `Model(inp, Dense(1)(h))`, also from a builder function's return), else None."""
+        `Model(inp, Dense(1)(h))`, also from a builder function's return), or the Keras
+        application call whose classifier ends the model (`application`), else None."""
         value = self._built(model)[0]
         if not isinstance(value, cst.Call) or depth > MAX_DEPTH:
             return None
@@ -136,7 +158,7 @@ class Probabilities:
             return last if isinstance(last, cst.Call) else None
         if name in FUNCTIONAL:
             return self._applied(arg(value, 1, "outputs"))
-        return None
+        return value if application(self.flow, value) else None  # its classifier is its last layer
 
     @staticmethod
     def _every(layers: List[Optional[cst.Call]]) -> Optional[cst.Call]:
@@ -394,6 +416,9 @@ class Probabilities:
                 return self._last_layer(value, padded)
             if name in FUNCTIONAL:
                 return self._outputs(arg(value, 1, "outputs"), seen, padded)
+            head = application_head(flow, value)
+            if head:
+                return Source(head, value, padded)
             built = flow.callee(value)
             if isinstance(built, cst.FunctionDef):  # model = make_model(): what the builder returns
                 return self._from_returns(built, value, lambda r: self._model(r, seen, padded), seen)
@@ -409,7 +434,8 @@ class Probabilities:
         def builds(value: cst.BaseExpression) -> Optional[cst.Call]:
             if not isinstance(value, cst.Call):
                 return None
-            if self.ctx.call_name(value) in SEQUENTIAL | FUNCTIONAL or activation_of(self.flow, value):
+            if self.ctx.call_name(value) in SEQUENTIAL | FUNCTIONAL or activation_of(self.flow, value) \
+                    or application(self.flow, value):
                 return value
             return value if isinstance(self.flow.callee(value), cst.ClassDef) else None
         found = traced(self.flow, model, builds, self._wrapped)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Tupl
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import Report
+from ..names import APPLICATIONS, PROBABILITY_WORDS
 
 if TYPE_CHECKING:  # the config readers (PyYAML) are loaded only to audit a config
     from ..configs import ConfigOptimizer
@@ -91,6 +92,13 @@ class Rule:
             "",
         ]
         return "\n".join(parts)
+
+
+def makes_probabilities(facts: Facts) -> bool:
+    """The gate of the rules that need a probability: the module could make one (a library
+    softmax/sigmoid, an activation string, one written out with `exp`, or a Keras application's
+    classifier, softmax by default with no word of it written)."""
+    return facts.has(*PROBABILITY_WORDS) or facts.refers_to(APPLICATIONS)
 
 
 def _discover() -> Dict[str, Rule]:

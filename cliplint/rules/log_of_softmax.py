@@ -11,10 +11,10 @@ from ..findings import SAFE, UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
-from ..names import PROBABILITY_WORDS, SIGMOID, SOFTMAX
+from ..names import SIGMOID, SOFTMAX
 from ..probes import LOG_OF, LogOf
 from ..replacements import negated, rebound_between, renamed_callee, spelled
-from . import Invalid, Rule
+from . import Invalid, Rule, makes_probabilities
 
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
 LOG_CALLS = frozenset(LOGS)  # every report is a call of one of them
@@ -152,7 +152,7 @@ class LogOfSoftmax(Rule):
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.refers_to(LOG_CALLS) and facts.has(*PROBABILITY_WORDS)
+        return facts.refers_to(LOG_CALLS) and makes_probabilities(facts)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):

@@ -11,6 +11,8 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import carried_constant
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
+from ..flow.probabilities import application
+from ..names import APPLICATIONS
 from ..probes import ProbabilityLoss
 from . import Invalid, Rule
 
@@ -127,11 +129,15 @@ class ProbabilitiesLossOnLogits(Rule):
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.add(tf.keras.layers.Dense(16))\n"
                 "model.add(tf.keras.layers.Dense(1, activation=None))\n"
                 "model.compile(loss=tf.keras.losses.binary_crossentropy)\nmodel.fit(x, y)\n", 5),
+        # a Keras application whose classifier is made linear
+        Invalid("import tensorflow as tf\nnet = tf.keras.applications.ResNet50(weights=None, classes=10,\n"
+                "    classifier_activation=None)\n"
+                "net.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\nnet.fit(x, y)\n", 4),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
         # the loss (a class, a function or its string name) and a linear last layer it is given
-        return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR)
+        return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR | APPLICATIONS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         compiling = {compiled.call for compiled in ctx.flow.compiled()}
@@ -197,9 +203,14 @@ class ProbabilitiesLossOnLogits(Rule):
     def _linear(ctx: Context, layer: cst.Call) -> bool:
         layer = ctx.flow.bound(layer)
         name = ctx.call_name(layer)
-        if name not in LINEAR_LAYERS:
+        if application(ctx.flow, layer):  # a Keras application's classifier: softmax unless given
+            activation = arg(layer, 99, "classifier_activation")
+            if activation is None:
+                return False
+        elif name not in LINEAR_LAYERS:
             return False
-        activation = arg(layer, 1 if name == "keras.layers.Dense" else 99, "activation")
+        else:
+            activation = arg(layer, 1 if name == "keras.layers.Dense" else 99, "activation")
         if activation is None:
             return True
         # every value the activation takes (each call of a builder passing one), not the

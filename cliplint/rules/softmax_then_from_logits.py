@@ -10,10 +10,9 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
-from ..names import PROBABILITY_WORDS
 from ..probes import FROM_LOGITS, Snippet
 from ..replacements import without_keywords
-from . import Invalid, Rule
+from . import Invalid, Rule, makes_probabilities
 
 LOSS_CLASSES = {f"keras.losses.{n}": kind for n, kind in (
     ("SparseCategoricalCrossentropy", "softmax"), ("CategoricalCrossentropy", "softmax"),
@@ -119,6 +118,11 @@ class SoftmaxThenFromLogits(Rule):
         # a model from elsewhere: its last layer is not visible here
         "import tensorflow as tf\nfrom mypkg import build\nmodel = build()\n"
         "model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
+        # a Keras application without its classifier, or with a linear one
+        "import tensorflow as tf\nbase = tf.keras.applications.ResNet50(include_top=False, weights='imagenet')\n"
+        "head = tf.keras.applications.MobileNetV2(weights=None, classes=3, classifier_activation=None)\n"
+        "base.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n"
+        "head.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n",
     ]
     INVALID = [
         # a builder with a chain of model.add(...)
@@ -164,11 +168,15 @@ class SoftmaxThenFromLogits(Rule):
                 "    model = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
                 "    return tff.learning.models.from_keras_model(model, input_spec=spec,\n"
                 "        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n", 6),
+        # a Keras application keeps its classifier, softmax by default
+        Invalid("import tensorflow as tf\nfrom tensorflow.keras.applications import EfficientNetB0\n"
+                "net = EfficientNetB0(weights=None, classes=5)\n"
+                "net.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n", 4),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
         with_logits = facts.has("from_logits") or any(w.endswith(OP_WORDS) for w in facts.words)
-        return with_logits and facts.has(*PROBABILITY_WORDS)
+        return with_logits and makes_probabilities(facts)
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for compiled in ctx.flow.compiled():
