@@ -115,6 +115,7 @@ class Context:
         self.imports = ImportTable()
         index = index or TreeIndex(module)
         self.parent, self.pre, self.post, self._by_type = index.parent, index.pre, index.post, index.by_type
+        self.own = index.pre  # the file's own nodes: a project link extends `pre` with its summaries'
         self._call_names: Dict[cst.CSTNode, Optional[str]] = {}
         self._texts = texts if texts is not None else {}
         for node in self.nodes(cst.Import, cst.ImportFrom):
@@ -283,10 +284,10 @@ def _reports(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]
         except Exception as err:  # one broken rule must not erase the others' findings
             crashed.append(bad_input(
                 ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
-    for rule in dict.fromkeys(rule for rule, report in reports if report.node not in ctx.pre):  # a linked module's
+    for rule in dict.fromkeys(rule for rule, report in reports if report.node not in ctx.own):  # a linked module's
         crashed.append(bad_input(ctx.path, f"internal error in rule {rule.code} ({rule.name}): "
                                            "it reported outside the file; those findings were dropped"))
-    reports = [(rule, report) for rule, report in reports if report.node in ctx.pre]
+    reports = [(rule, report) for rule, report in reports if report.node in ctx.own]
     if not reports:
         return [], crashed
     placed = positions(ctx) if positions is not None else Positions(ctx, lines)

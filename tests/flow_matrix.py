@@ -375,6 +375,7 @@ SOFTMAX_MODELS = {
     "Sequential, layer through partial": "keras.Sequential([softmax_dense(10)])",
     "builder, activation as parameter": "dense_model(activation='softmax')",
     "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10)",
+    "Sequential, layer by name": "keras.Sequential([keras.layers.Dense(32), softmax_head])",
 }
 LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "functional": "keras.Model(features, keras.layers.Dense(10)(features))",
@@ -382,7 +383,8 @@ LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "subclassed": "LinearNet()",
           "Sequential, layer through partial": "keras.Sequential([relu_dense(10)])",
           "builder, activation as parameter": "dense_model()",
-          "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10, classifier_activation=None)"}
+          "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10, classifier_activation=None)",
+          "Sequential, layer by name": "keras.Sequential([keras.layers.Dense(32), linear_head])"}
 # Both programs of a pair define both heads and both subclassed models: they differ by the one used.
 MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
                  "softmax_dense = functools.partial(keras.layers.Dense, activation='softmax')",

@@ -213,3 +213,25 @@ def test_a_linear_model_built_in_another_module_is_followed_to_its_loss(tmp_path
     write(tmp_path, "fit.py", FIT)
     result = run_cli("--output-format", "json", "--no-cache", "fit.py")
     assert findings(result) == found
+
+
+def test_a_linked_class_that_compiles_its_model_is_reported_in_its_own_file_only(tmp_path, run_cli):
+    """The subclass in `agent.py` links `model.py`'s class, whose method wraps a softmax model with
+    a `from_logits=True` loss for TFF: the finding is `model.py`'s alone, and `agent.py`, which
+    compiles the model again to evaluate it, lints clean (found on real code: the engine's query
+    saw the linked module's call too, and reported it in the wrong file)."""
+    write(tmp_path, "pyproject.toml", "")
+    write(tmp_path, "model.py", "import tensorflow as tf\nimport tensorflow_federated as tff\n\n\nclass Model:\n"
+                                "    def build(self):\n        dense = tf.keras.layers.Dense(3, activation='softmax')\n"
+                                "        return tf.keras.Sequential([dense])\n\n"
+                                "    def model_fn(self):\n        return tff.learning.models.from_keras_model(\n"
+                                "            self.build(), input_spec=None,\n"
+                                "            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n")
+    write(tmp_path, "agent.py", "import tensorflow as tf\nimport tensorflow_federated as tff\nfrom model import Model\n"
+                                "\n\nclass Agent(Model):\n    def run(self):\n"
+                                "        return tff.learning.algorithms.build_weighted_fed_avg(self.model_fn)\n\n"
+                                "    def evaluate(self, data):\n        model = self.build()\n"
+                                "        model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(\n"
+                                "            from_logits=False))\n        return model.evaluate(data)\n")
+    result = run_cli("--output-format", "json", "--no-cache", ".")
+    assert findings(result) == {("model.py", 13, "CL010")}

@@ -69,5 +69,6 @@ class Flow(Dataflow):
         return self.probabilities.model_output(model)
 
     def compiled(self) -> List[Compiled]:
-        """Every model given the loss it trains with (`model.compile(loss=...)` and the like)."""
-        return self.probabilities.compiled()
+        """Every model the file gives the loss it trains with (`model.compile(loss=...)` and the
+        like; not a linked module's, whose findings are its own)."""
+        return [compiled for compiled in self.probabilities.compiled() if compiled.call in self.ctx.own]

@@ -34,6 +34,7 @@ class ModuleIndex(Protocol):
     parent: Dict[cst.CSTNode, Optional[cst.CSTNode]]
     pre: Dict[cst.CSTNode, int]
     post: Dict[cst.CSTNode, int]
+    own: Dict[cst.CSTNode, int]  # the file's own nodes (`pre` may hold a project link's too)
 
     @overload
     def nodes(self, kind: Type[N], /) -> List[N]: ...

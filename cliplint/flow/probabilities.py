@@ -150,12 +150,7 @@ class Probabilities:
             call = self.flow.method_named(built, "call")
             return self._every([self._applied(r) for r in self.flow.returned(call)]) if call is not None else None
         if name in SEQUENTIAL:
-            layers = arg(value, 0, "layers")
-            if isinstance(layers, (cst.List, cst.Tuple)):
-                last = layers.elements[-1].value if layers.elements else None
-            else:
-                last = next(reversed(self.added_layers(value)), None) if layers is None else None
-            return last if isinstance(last, cst.Call) else None
+            return self._sequential_last(value)
         if name in FUNCTIONAL:
             return self._applied(arg(value, 1, "outputs"))
         return value if application(self.flow, value) else None  # its classifier is its last layer
@@ -487,15 +482,19 @@ class Probabilities:
         return self.probability(outputs, seen, padded)
 
     def _last_layer(self, sequential: cst.Call, padded) -> Optional[Source]:
+        last = self._sequential_last(sequential)
+        kind = activation_of(self.flow, last) if last is not None else None
+        return Source(kind, last, padded) if kind else None
+
+    def _sequential_last(self, sequential: cst.Call) -> Optional[cst.Call]:
+        """The call that made a Sequential model's last layer: the last of its list, or of what
+        `model.add` gives it, through every carrier (`dense = Dense(3)`; `Sequential([dense])`)."""
         layers = arg(sequential, 0, "layers")
-        last = layers.elements[-1].value if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements else None
-        if layers is None:  # model = Sequential(); model.add(...) ...
-            last = next(reversed(self.added_layers(sequential)), None)
-        if isinstance(last, cst.Call):
-            kind = activation_of(self.flow, last)
-            if kind:
-                return Source(kind, last, padded)
-        return None
+        if isinstance(layers, (cst.List, cst.Tuple)):
+            last = layers.elements[-1].value if layers.elements else None
+        else:  # model = Sequential(); model.add(...) ...
+            last = next(reversed(self.added_layers(sequential)), None) if layers is None else None
+        return trace(self.flow, last, lambda value: value if isinstance(value, cst.Call) else None)
 
     def _bound_by(self, use: cst.Name, assign: cst.Assign) -> bool:
         binding = self.flow.binding_of(use)

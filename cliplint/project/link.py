@@ -164,6 +164,10 @@ class Linked:
     def post(self):
         return self.ctx.post
 
+    @property
+    def own(self):
+        return self.ctx.own
+
     def nodes(self, *types: Type[cst.CSTNode]) -> List[cst.CSTNode]:
         found: List[cst.CSTNode] = []
         for kind in types:
