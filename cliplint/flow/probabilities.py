@@ -483,7 +483,9 @@ class Probabilities:
 
     def _last_layer(self, sequential: cst.Call, padded) -> Optional[Source]:
         last = self._sequential_last(sequential)
-        kind = activation_of(self.flow, last) if last is not None else None
+        if last is None:
+            return None
+        kind = activation_of(self.flow, last)
         return Source(kind, last, padded) if kind else None
 
     def _sequential_last(self, sequential: cst.Call) -> Optional[cst.Call]:
