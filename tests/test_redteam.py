@@ -251,8 +251,9 @@ class Listener:
             connection.close()
 
 
-def _processes_left(scratch: Path) -> list:
-    """Processes started by an attack (TOKEN in their command line) or a worker still in the scratch folder."""
+def _processes_left(scratch: Path, token: str = TOKEN) -> list:
+    """Processes started by an attack (`token` in their command line) or a worker still in the scratch
+    folder. Each test module has its own token: under xdist another module's attacks run beside these."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -262,7 +263,7 @@ def _processes_left(scratch: Path) -> list:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if TOKEN in command or cwd.startswith(str(scratch)):
+        if token in command or cwd.startswith(str(scratch)):
             found.append(f"{entry.name}: {command[:120]}")
     return found
 

@@ -26,7 +26,9 @@ import pytest
 pytest.importorskip("tensorflow", reason="the lock-down tests need tensorflow-cpu (pip install '.[verify]')")
 pytest.importorskip("pyseccomp", reason="the lock-down tests need pyseccomp (pip install '.[verify]')")
 
-from test_redteam import TOKEN, Listener, _processes_left  # noqa: E402
+from test_redteam import Listener, _processes_left  # noqa: E402
+
+TOKEN = "sandbox-layers-4243"  # in the command line of every process an attack starts (not test_redteam's)
 
 from cliplint.analysis import lint_module  # noqa: E402
 from cliplint.rules import ALL_RULES  # noqa: E402
@@ -102,7 +104,7 @@ def _sentinel_state(path: Path) -> tuple:
 
 def _left(scratch: Path) -> dict:
     """Processes attacks started: programs (TOKEN in the command line), copies of a worker (its folder)."""
-    left = _processes_left(scratch)
+    left = _processes_left(scratch, TOKEN)
     return {"execute": [entry for entry in left if TOKEN in entry],
             "fork": [entry for entry in left if TOKEN not in entry]}
 
