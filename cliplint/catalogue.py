@@ -35,7 +35,7 @@ TOKENS = {
     "CL001": ('clipnorm', 'clipvalue'),
     "CL002": ('compile', 'Callback', 'callbacks'),
     "CL003": ('clip_by_norm',),
-    "CL004": ('softmax', 'sigmoid', 'Softmax', 'exp'),
+    "CL004": ('softmax', 'sigmoid', 'Softmax', 'exp', 'applications'),
     "CL005": ('gradient',),
     "CL006": ('clip_by_global_norm',),
     "CL007": ('clip_by',),

@@ -406,6 +406,24 @@ MODEL_SINKS = {
     "compile('categorical_crossentropy')": ("CL012", LINEAR, "model = {value}\nmodel.compile(optimizer='adam', "
                                             "loss='categorical_crossentropy')" + MARK
                                             + "\nmodel.fit(features, labels)"),
+    # a loss of one's own given to compile: Keras calls it with the model's output as `y_pred`
+    "compile(loss=function)": ("CL004", SOFTMAX_MODELS, "def xent(y_true, y_pred):\n"
+                               "    return -tf.reduce_sum(y_true * tf.math.log(y_pred), axis=-1)" + MARK
+                               + "\nmodel = {value}\nmodel.compile(optimizer='adam', loss=xent)"
+                               "\nmodel.fit(features, labels)"),
+    "compile(loss=factory())": ("CL004", SOFTMAX_MODELS, "def make_loss(weight):\n    def loss(y_true, y_pred):\n"
+                                "        return -tf.reduce_sum(weight * y_true * tf.math.log(y_pred), axis=-1)" + MARK
+                                + "\n    return loss\nmodel = {value}\n"
+                                "model.compile(optimizer='adam', loss=make_loss(2.0))\nmodel.fit(features, labels)"),
+    "compile(loss=Loss subclass)": ("CL004", SOFTMAX_MODELS, "class Xent(keras.losses.Loss):\n"
+                                    "    def call(self, y_true, y_pred):\n"
+                                    "        return -tf.reduce_sum(y_true * tf.math.log(y_pred), axis=-1)" + MARK
+                                    + "\nmodel = {value}\nmodel.compile(optimizer='adam', loss=Xent())"
+                                    "\nmodel.fit(features, labels)"),
+    "compile(loss={output: function})": ("CL004", SOFTMAX_MODELS, "def xent(y_true, y_pred):\n"
+                                         "    return -tf.reduce_sum(y_true * tf.math.log(y_pred), axis=-1)" + MARK
+                                         + "\nmodel = {value}\nmodel.compile(optimizer='adam', loss={{'out': xent}})"
+                                         "\nmodel.fit(features, labels)"),
     # a federated process trains what TFF wraps: no `fit` is called
     "tff from_keras_model(from_logits=True)": (
         "CL010", SOFTMAX_MODELS, "federated = tff.learning.models.from_keras_model(\n    {value}, input_spec=spec,\n"

@@ -237,7 +237,7 @@ class Probabilities:
         if len(params) < 2 or params[1].name.value != binding.name:
             return None
         for compiled in self.compiled():
-            if self.flow.definition_of(compiled.loss) is function:
+            if self._gives(compiled.loss, function):
                 found = self._model(compiled.model, seen, padded)
                 if found is not None:
                     return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
@@ -371,6 +371,17 @@ class Probabilities:
         if isinstance(values, cst.Name):
             return next(filter(None, (self.probability(v, seen, padded) for v in elements(self.flow, values))), None)
         return None
+
+    def _gives(self, loss: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """Is `function` what the `loss=` of a compile may run: named, returned by a factory (a
+        closure, `loss=make_loss(2.0)`), through every carrier, or the one element of a list or
+        dict of losses (one output: with several, each output has its own)."""
+        if isinstance(loss, (cst.List, cst.Tuple, cst.Dict)):
+            if len(loss.elements) != 1 or not hasattr(loss.elements[0], "value"):
+                return False
+            loss = loss.elements[0].value
+        return trace(self.flow, loss, lambda value: True if isinstance(value, (cst.Name, cst.Attribute, cst.Call))
+                     and self.flow.definition_of(value) is function else None) is not None
 
     def _tensor_array(self, array, seen, padded) -> Optional[Source]:
         """`ta.stack()` after `ta = ta.write(t, p)`."""

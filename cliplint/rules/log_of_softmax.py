@@ -41,7 +41,8 @@ class LogOfSoftmax(Rule):
     name = "log-of-softmax"
     summary = "`log` is applied to a softmax (or sigmoid) output instead of using `log_softmax`."
     severity = "error"
-    tokens = (b"softmax", b"sigmoid", b"Softmax", b"exp")  # exp: a softmax or sigmoid written out
+    # exp: a softmax or sigmoid written out; applications: a Keras application's softmax classifier
+    tokens = (b"softmax", b"sigmoid", b"Softmax", b"exp", b"applications")
     why = """
         `softmax` underflows to exactly 0 for a class whose logit is far below the largest one,
         and `log(0)` is `-inf`. In float32 this happens once the logit gap passes about 87
