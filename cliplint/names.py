@@ -125,6 +125,9 @@ KEEPS_PROBABILITY = SHAPE_CHANGES | frozenset({
     "tensorflow.minimum", "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum",
     "tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean",
     "tensorflow.boolean_mask", "keras.ops.take", "tensorflow.unstack", "tensorflow.split", "keras.ops.split",
+    # elements picked out by position: a diagonal (the positives of in-batch negatives), a slice
+    "tensorflow.linalg.diag_part", "tensorflow.diag_part", "tensorflow.matrix_diag_part", "keras.ops.diagonal",
+    "tensorflow.linalg.tensor_diag_part", "tensorflow.slice", "tensorflow.strided_slice", "keras.ops.slice",
 })
 # Functions that make one tensor of a list of them: probabilities when an element is one.
 STACKS = frozenset({"tensorflow.stack", "tensorflow.convert_to_tensor", "tensorflow.concat", "keras.ops.stack",

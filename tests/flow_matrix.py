@@ -153,6 +153,22 @@ def _branch(value: str, depth: int) -> Tuple[List[str], str]:
     return ["if features is not None:", f"    {name} = {value}", "else:", f"    {name} = {value}"], name
 
 
+def _one_branch(value: str, depth: int) -> Tuple[List[str], str]:
+    # the value on one path only: the join of the branches keeps it
+    name = f"p{depth}"
+    return ["if features is not None:", f"    {name} = {value}", "else:", f"    {name} = logits"], name
+
+
+def _if_without_else(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"p{depth}"
+    return [f"{name} = logits", "if features is not None:", f"    {name} = {value}"], name
+
+
+def _try_except(value: str, depth: int) -> Tuple[List[str], str]:
+    name = f"p{depth}"
+    return ["try:", f"    {name} = {value}", "except ValueError:", f"    {name} = logits"], name
+
+
 def _instance_attribute(value: str, depth: int) -> Tuple[List[str], str]:
     name = f"Agent{depth}"
     lines = [f"class {name}:", "    def __init__(self, logits, features):", f"        self.probs = {value}", ""]
@@ -245,6 +261,9 @@ CARRIERS = {
     "static method": _static_method,
     "lambda": _lambda,
     "branches": _branch,
+    "one branch": _one_branch,
+    "if without else": _if_without_else,
+    "try/except": _try_except,
     "+ eps": _assign("{value} + 1e-8"),
     "+ keras epsilon": _assign("{value} + keras.backend.epsilon()"),
     "+ epsilon of another module": _assign("{value} + SMALL_NUMBER"),
@@ -255,6 +274,8 @@ CARRIERS = {
     "tf.minimum(max)": _assign("tf.minimum(tf.maximum({value}, 1e-8), 1.0)"),
     "index": _assign("{value}[:, 0]"),
     "tf.gather": _assign("tf.gather({value}, actions, axis=1, batch_dims=1)"),
+    "diagonal": _assign("tf.linalg.diag_part({value})"),
+    "tf.slice": _assign("tf.slice({value}, [0, 0], [-1, 1])"),
     "one-hot product": _assign("tf.reduce_sum({value} * tf.one_hot(actions, 10), axis=-1)"),
     "tf.multiply product": _assign("tf.reduce_sum(tf.multiply({value}, tf.one_hot(actions, 10)), axis=-1)"),
     "reshape": _assign("tf.reshape({value}, [-1])"),
@@ -435,7 +456,11 @@ MODEL_SINKS = {
 # The carriers a model or a dict of options travels by (a tensor's transforms do not apply to them).
 OBJECT_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
                   "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
-                  "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus")
+                  "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus",
+                  "one branch", "if without else", "try/except")
+# A threshold is reported only when every path gives it the same literal (`carried_constant`): 0 on
+# one path and unknown on another is not known to clip nothing.
+THRESHOLD_CARRIERS = tuple(c for c in OBJECT_CARRIERS if c not in ("one branch", "if without else", "try/except"))
 # Hops only a model takes: its copy or a wrapper computes what the model computes.
 MODEL_HOPS = {
     "cloned model": _assign("keras.models.clone_model({value})"),
@@ -506,7 +531,8 @@ GRADIENT_SINKS = {
 GRADIENT_TWIN = "clipped, _ = tf.clip_by_global_norm({value}, 1.0)"
 GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute", "self method",
                      "instance attribute", "subclass attribute", "list element", "dict value", "tuple unpack",
-                     "static method", "lambda", "branches", "conditional", "walrus", "partial helper")
+                     "static method", "lambda", "branches", "conditional", "walrus", "partial helper",
+                     "one branch", "if without else", "try/except")
 
 
 # How the clipped list reaches `apply_gradients`: the carriers on the way to the sink. Each gives
@@ -522,6 +548,8 @@ APPLY_CARRIERS = {
                                  "    [(g, v) for g, v in zip(clipped, model.trainable_variables)])"]),
     "pairs list": ([], ["pairs = list(zip(clipped, model.trainable_variables))", "optimizer.apply_gradients(pairs)"]),
     "keyword": ([], ["optimizer.apply_gradients(grads_and_vars=zip(clipped, model.trainable_variables))"]),
+    "one branch": ([], ["final = []", "if features is not None:", "    final = clipped",
+                        "optimizer.apply_gradients(zip(final, model.trainable_variables))"]),
     "helper parameter": (["def apply_update(grads, model):",
                           "    optimizer.apply_gradients(zip(grads, model.trainable_variables))", ""],
                          ["apply_update(clipped, model)"]),
@@ -587,14 +615,22 @@ FORMULAS = {
 FORMULA_CARRIERS = ("direct", "name", "function return", "helper parameter", "partial helper", "self attribute",
                     "self method", "list element", "dict value", "append", "tuple unpack", "static method", "lambda",
                     "branches", "instance attribute", "subclass attribute", "comprehension", "conditional", "walrus",
-                    "TensorArray", "while_loop", "map_structure")
+                    "TensorArray", "while_loop", "map_structure", "one branch", "if without else", "try/except")
+
+
+# Sinks that sanitise the formula's value where it is used: twins with the unstable value itself.
+SANITISED_SINKS = {
+    # a norm raised to a power above 1 has gradient 0 at zero (measured, TF 2.21)
+    "norm of a difference": ("tf.square(tf.norm({value}, axis=-1))", "tf.norm({value}, axis=-1) ** 2"),
+}
 
 
 def build_formula(formula: str, carriers: Sequence[str]) -> Program:
     code, value, stable, sink = FORMULAS[formula]
     text, line = _render(value, carriers, sink)
-    twin, _ = _render(stable, carriers, sink)
-    return Program(value, tuple(carriers), formula, text, (twin,), line, code)
+    twins = [_render(stable, carriers, sink)[0]]
+    twins += [_render(value, carriers, sanitised)[0] for sanitised in SANITISED_SINKS.get(formula, ())]
+    return Program(value, tuple(carriers), formula, text, tuple(twins), line, code)
 
 
 def matrix(nested: bool = True) -> Iterator[Program]:
@@ -628,9 +664,9 @@ def matrix(nested: bool = True) -> Iterator[Program]:
         yield build_options([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
         yield build_options([outer, inner], list(OPTION_SINKS)[index % 2])
-    for carrier, sink in itertools.product(OBJECT_CARRIERS, THRESHOLD_SINKS):
+    for carrier, sink in itertools.product(THRESHOLD_CARRIERS, THRESHOLD_SINKS):
         yield build_threshold([carrier], sink)
-    for index, (outer, inner) in enumerate(itertools.product(OBJECT_CARRIERS, repeat=2)):
+    for index, (outer, inner) in enumerate(itertools.product(THRESHOLD_CARRIERS, repeat=2)):
         yield build_threshold([outer, inner], list(THRESHOLD_SINKS)[index % 3])
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])

@@ -7,7 +7,8 @@ call it came in through (for messages). A model asks for the origins of what it 
 and classifies those, to a bounded depth. The hops:
 
     a name or attribute      its assignment (also unpacking, walrus, `self.x` in any method of
-                             the class, its bases and subclasses, `agent.x` of `agent = Agent()`)
+                             the class, its bases and subclasses, `agent.x` of `agent = Agent()`);
+                             for a name, the assignment of every branch that reaches it
     a parameter              what each call of its function (or lambda) passes, or its default
     a call of the module's   what the function, lambda or method returns (not from a branch the
     own code                 call switches off), through `functools.partial` too
@@ -68,8 +69,12 @@ def _bound(flow: Dataflow, expr: cst.BaseExpression) -> List[Origin]:
     if binding is None:
         return []
     if binding.kind == "assign" and binding.value is not None:
-        value = flow.unpacked(binding) if binding.path else binding.value
-        return [Origin(value, ())] if value is not None else []
+        found = []
+        for reaching in flow.reaching(expr):  # every branch's assignment: the join of the paths
+            value = (flow.unpacked(reaching) if reaching.path else reaching.value) if reaching.kind == "assign" \
+                else None
+            found += [Origin(value, ())] if value is not None else []
+        return found
     if binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
         passed = []
         for call in flow.call_sites(binding.owner):

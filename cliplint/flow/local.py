@@ -48,6 +48,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         self._bindings: Dict[Tuple[cst.CSTNode, str], List[Binding]] = {}
         self._scopes: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._resolved: Dict[cst.CSTNode, Optional[Binding]] = {}
+        self._reaching: Dict[cst.CSTNode, List[Binding]] = {}
         self._names: Optional[Dict[str, List[cst.Name]]] = None
         self._class_members: Dict[cst.ClassDef, Dict[str, List[Binding]]] = {}
         self._collect()
@@ -220,6 +221,35 @@ class Dataflow(CallSummaries, FlagDefaults):
             self._class_members[cls] = members
         return self._class_members[cls]
 
+    def reaching(self, use: cst.CSTNode) -> List[Binding]:
+        """Every binding that may reach `use` on some path: `binding_of`'s, and, for each `if` or
+        `try` around it that does not also hold `use`, the latest binding of each other arm (or
+        the one before the statement, for an arm that binds nothing: an `if` with no `else`).
+        The join of the branches; loops are still not iterated."""
+        first = self.binding_of(use)
+        if first is None or not isinstance(use, cst.Name) or first.kind not in ("assign", "with"):
+            return [first] if first is not None else []
+        if use in self._reaching:
+            return self._reaching[use]
+        ctx, at = self.ctx, self.ctx.pre[use]
+        same = [b for b in self._bindings.get((first.scope, first.name), []) if b.kind != "append"]
+        found = [first]
+        for statement in ctx.ancestors(first.owner):
+            if statement is first.scope:
+                break
+            if not isinstance(statement, (cst.If, cst.Try)) or ctx.encloses(statement, use):
+                continue
+            for arm in _arms(statement):
+                if any(ctx.encloses(part, first.owner) for part in arm):
+                    continue
+                inside = [b for b in same if any(ctx.encloses(part, b.owner) for part in arm)]
+                before = [b for b in same if b.visible_from <= ctx.pre[statement]]
+                latest = max(inside or before, key=lambda b: b.visible_from, default=None)
+                if latest is not None and latest not in found and latest.visible_from <= at:
+                    found.append(latest)
+        self._reaching[use] = found
+        return found
+
     def binding_of(self, use: cst.CSTNode) -> Optional[Binding]:
         """The binding a Name (or a dotted `self.x` attribute) refers to at its position."""
         if use in self._resolved:
@@ -379,4 +409,19 @@ class Dataflow(CallSummaries, FlagDefaults):
         parent = self.ctx.parent.get(name)
         return isinstance(parent, (cst.AssignTarget, cst.AsName)) or (
             isinstance(parent, (cst.For, cst.CompFor)) and parent.target is name)
+
+
+def _arms(statement: cst.CSTNode) -> List[List[cst.CSTNode]]:
+    """The paths through an `if` or `try`, each as the blocks it runs (empty: it binds nothing
+    there, as an `if` with no `else`). A `try` block and its `else` are one path; each handler is
+    another."""
+    if isinstance(statement, cst.If):
+        orelse = statement.orelse
+        other: List[cst.CSTNode] = [] if orelse is None else [orelse.body if isinstance(orelse, cst.Else) else orelse]
+        return [[statement.body], other]
+    if isinstance(statement, cst.Try):
+        success: List[cst.CSTNode] = [statement.body] + ([statement.orelse] if statement.orelse else [])
+        handlers: List[List[cst.CSTNode]] = [[handler] for handler in statement.handlers]
+        return [success, *handlers]
+    return []
 

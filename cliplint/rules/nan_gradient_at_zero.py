@@ -104,6 +104,9 @@ class NanGradientAtZero(Rule):
         "    gt_red = tf.reduce_sum(tf.one_hot(ground_truth, 4), 0)\n"
         "    pred_red = tf.reduce_sum(tf.one_hot(tf.argmax(prediction, -1), 4), 0)\n"
         "    return tf.sqrt(tf.square((gt_red + eps) / (pred_red + eps) - (pred_red + eps) / (gt_red + eps)))\n",
+        # a norm raised to a power above 1: its gradient at zero is 0 (TransE's squared L2 score)
+        "import tensorflow as tf\ndef score(h, r, t):\n    return tf.square(tf.norm(h + r - t, ord=2, axis=-1))\n"
+        "def energy(a, b):\n    return tf.norm(a - b, axis=-1) ** 2 + tf.pow(tf.linalg.norm(a - b), 3)\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
         # a cosine and a hand-written normalisation with their epsilon; a ratio of unrelated norms
@@ -138,7 +141,7 @@ class NanGradientAtZero(Rule):
     def check(self, ctx: Context) -> Iterator[Report]:
         for node in ctx.nodes(cst.Call, cst.BinaryOperation):
             found = self._finding(ctx, node)
-            if found is None or self._excluded(ctx, node, found[1]):
+            if found is None or self._excluded(ctx, node, found[1]) or (found[0] != "normalise" and raised(ctx, node)):
                 continue
             kind, inner, base = found
             pair = base is not None
@@ -286,6 +289,31 @@ class NanGradientAtZero(Rule):
         return (f"{what} of a difference: where the two points coincide its gradient is NaN (measured: `tf.norm` at "
                 "`[0, 0]` has gradient `[nan, nan]`), and one NaN gradient makes every weight NaN. Add an epsilon "
                 "inside the square root: `tf.sqrt(tf.reduce_sum(tf.square(d), axis) + 1e-12)`.")
+
+
+def raised(ctx: Context, norm: cst.BaseExpression) -> bool:
+    """Is the norm raised to a power above 1 where it is made (`tf.square(tf.norm(d))`,
+    `tf.norm(d) ** 2`, `tf.pow(n, 3)`, `n * n`)? Then its gradient at zero is 0, not NaN
+    (measured, TF 2.21: `p * n ** (p - 1)` is 0 there and TF's norm gradient keeps it 0)."""
+    parent = ctx.parent.get(norm)
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent.get(parent)
+        if not isinstance(call, cst.Call) or not call.args or call.args[0] is not parent:
+            return False
+        name = ctx.call_name(call)
+        if name in SQUARES:
+            return True
+        exponent = arg(call, 1, "y") if name in POWERS else None
+        return exponent is not None and _above_one(ctx.flow.constant(exponent))
+    if isinstance(parent, cst.BinaryOperation) and parent.left is norm:
+        if isinstance(parent.operator, cst.Power):
+            return _above_one(ctx.flow.constant(parent.right))
+        return isinstance(parent.operator, cst.Multiply) and same_value(ctx.flow, parent.left, parent.right)
+    return False
+
+
+def _above_one(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
 
 
 def _squared(ctx: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:

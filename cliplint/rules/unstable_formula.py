@@ -191,7 +191,7 @@ class UnstableFormula(Rule):
             for one, other in ((value.left, value.right), (value.right, value.left)):
                 offset = number(flow, one)
                 if offset is not UNKNOWN and offset > 0:  # log(1 + exp(x)), log(0.5 * exp(x) + 0.5)
-                    exp_call = exp_of(flow, flow.value_of(other))
+                    exp_call = exp_of(flow, other)
                     return (Softplus.kind, exp_call) if exp_call is not None else None
         return None
 
