@@ -26,6 +26,7 @@ from .suppress import ALL, file_noqa, noqa_lines, suppressed
 
 _FILE_NOQA = re.compile(r"(#\s*cliplint)(:\s*noqa)", re.IGNORECASE)
 MAX_BROKEN_CELLS = 20
+SALVAGED_LINES = 2  # lines blanked to read the rest of a cell that is not Python: more, and it is skipped
 _TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)  # IPython runs `await` in a cell
 
 
@@ -125,8 +126,11 @@ def python_cells(display: str, sources: List[Tuple[int, str]]) -> Tuple[List[Tup
     for number, source in sources:
         cell, error, names = read_cell(source, defined)
         if error is not None:
-            skipped.append((source, not_python(display, number, cell, error)))
-            continue
+            salvaged = salvage(cell, error)
+            skipped.append((source, not_python(display, number, cell, error, salvaged[2] if salvaged else [])))
+            if salvaged is None:
+                continue
+            cell, names, _ = salvaged
         defined |= names
         cells.append((number, cell))
     first = sources[0][1] if sources else ""
@@ -164,10 +168,35 @@ def _parse(cell: Cell) -> Tuple[Optional[ast.Module], Optional[SyntaxError]]:
         return None, SyntaxError(str(err) or type(err).__name__)
 
 
-def not_python(display: str, number: int, cell: Cell, err: SyntaxError) -> Finding:
+def salvage(cell: Cell, err: SyntaxError) -> Optional[Tuple[Cell, FrozenSet[str], List[int]]]:
+    """The cell with the line CPython stops at blanked, when the rest is Python (at most
+    `SALVAGED_LINES` lines, each where the next error is): an exercise's `z = ` or a stray
+    character leaves the rest of the cell to lint (the names it binds, the mistakes it makes).
+    Blanked, not removed, so every other line keeps its number; a fix never edits a blanked line
+    (the line differs from the source), so nothing of it is written."""
+    lines, blanked = list(cell.lines), []
+    error: Optional[SyntaxError] = err
+    for _ in range(SALVAGED_LINES):
+        line = (error.lineno or 0) if error is not None else 0
+        if not 1 <= line <= len(lines) or not lines[line - 1].strip():
+            return None
+        lines[line - 1] = ""
+        blanked.append(line)
+        if not any(rest.strip() for rest in lines):
+            return None  # nothing left to read
+        tree, error = _parse(Cell(lines, cell.shifts))
+        if tree is not None:
+            return Cell(lines, cell.shifts), frozenset(bound_names(tree.body)), blanked
+    return None
+
+
+def not_python(display: str, number: int, cell: Cell, err: SyntaxError, blanked: Sequence[int] = ()) -> Finding:
+    """The warning for a cell that is not Python: skipped, or only its `blanked` lines."""
     line = min(max(err.lineno or 1, 1), len(cell.lines))
     column = max(err.offset or 1, 1) + _shift(cell, line)
-    message = f"cell {number} is not Python: skipped (running it raises SyntaxError too: {err.msg or err})"
+    which = f"line {blanked[0]}" if len(blanked) == 1 else "lines " + ", ".join(map(str, blanked))
+    skipped = f"{which} skipped, the rest linted" if blanked else "skipped"
+    message = f"cell {number} is not Python: {skipped} (running it raises SyntaxError too: {err.msg or err})"
     return replace(bad_input(display, message, line, column, cell=number), severity="warning")
 
 
