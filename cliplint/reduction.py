@@ -20,7 +20,8 @@ def reduced(facts: Facts, text: str, words: Sequence[str]) -> Tuple[str, List[in
     constructor and `call` from its name; nothing else. So a definition is kept when it
     holds one of `words` (the running rules' tokens) or imports or declares
     `global`/`nonlocal`; reads a name bound by a kept unit that holds such a word or reads
-    such a name (to a fixpoint; a method binds its attribute and its class's name); is
+    such a name (to a fixpoint; a method binds its attribute and its class's name; a method
+    call as a statement, `parser.add_argument(...)`, binds its receiver); is
     named by a kept unit (a method: as an attribute; `self(x)` names `call`); stores an
     attribute a kept unit loads or loads one it stores; is a method a class runs without naming it (`__init__`, `call`,
     ...) of a kept class, or any method of a class whose rest holds such a word (Keras
@@ -61,7 +62,7 @@ def _shape(facts: Facts, unit: "_Unit", lines: List[str], words: Sequence[str],
         words=any(word in segment for word in words),
         scope_changes=bool(labels("scope")),
         reads={label for low, high in unit.spans for label in facts.names_at.between(low, high)},
-        binds=unit.binds if unit.definition else set(labels("stored")) | set(labels("imports")),
+        binds=unit.binds if unit.definition else set(labels("stored")) | set(labels("imports")) | unit.binds,
         loads=set(labels("loads")), stores=set(labels("stores")))
 
 
@@ -102,8 +103,9 @@ def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[in
         methods = [m for m in statement.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
                    and _starts_its_line(m, lines)] if isinstance(statement, ast.ClassDef) else []
         if not isinstance(statement, ast.ClassDef) or not methods:
+            binds = {getattr(statement, "name", "")} | _changed(statement)
             units.append(_Unit(first, last, [((first, 0), end(statement))],
-                               isinstance(statement, DEFINITIONS), {getattr(statement, "name", "")}))
+                               isinstance(statement, DEFINITIONS), binds))
             continue
         head = len(units)
         bounds = [(first, 0)] + [edge for m in methods for edge in ((first_line(m), 0), (last_line(m) + 1, 0))]
@@ -118,6 +120,17 @@ def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[in
                                [((first_line(method), 0), end(method))], True, set(), owner=head, method=name,
                                implicit=name in _IMPLICIT_METHODS or name.startswith("__")))
     return units, heads
+
+
+def _changed(statement: ast.stmt) -> Set[str]:
+    """The name a statement that is a method call changes in place (`parser` in
+    `parser.add_argument("--head", default="softmax")`): what is read from it afterwards
+    (`FLAGS = parser.parse_args()`) may carry what the call put in."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    func = call.func if isinstance(call, ast.Call) else None
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return {func.id} if isinstance(func, ast.Name) and func is not getattr(call, "func", None) else set()
 
 
 def _starts_its_line(method: ast.stmt, lines: List[str]) -> bool:

@@ -42,6 +42,7 @@ from .nodes import MAX_DEPTH, arg, grandparent
 Found = TypeVar("Found")
 
 PASS_THROUGH = ("list", "tuple")
+LITERALS = (cst.Dict, cst.List, cst.Tuple)
 
 
 class Origin(NamedTuple):
@@ -153,10 +154,11 @@ def _holds(value: cst.BaseExpression, holding: set) -> bool:
 def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExpression]:
     """`heads[0]`, `outputs["probs"]`: what a literal list, tuple or dict holds at a constant
     index or key (None when the container or the index is not known)."""
-    container = flow.value_of(subscript.value)
     key = _key(flow, subscript)
     if key is UNKNOWN:
         return None
+    # the literal the container comes from, through every carrier (`out = head(x)`; `out["probs"]`)
+    container = trace(flow, subscript.value, lambda value: value if isinstance(value, LITERALS) else None)
     if isinstance(container, cst.Dict):
         chosen = [e.value for e in container.elements if isinstance(e, cst.DictElement)
                   and constant(flow, e.key) == key]
@@ -165,6 +167,64 @@ def element_at(flow: Dataflow, subscript: cst.Subscript) -> Optional[cst.BaseExp
             and -len(container.elements) <= key < len(container.elements) \
             and not any(isinstance(e, cst.StarredElement) for e in container.elements):
         return container.elements[key].value
+    return None
+
+
+def keyword(flow: Dataflow, call: cst.Call, name: str, depth: int = 0) -> Optional[cst.BaseExpression]:
+    """What `call` passes as the keyword `name`: written (`activation="softmax"`), or through a
+    `**` argument: a dict it holds (`**cfg`, `cfg = {"activation": ...}`, through every carrier),
+    or the `**kwargs` of the function the call is in, at each call of that function that passes
+    the keyword (`build(10, activation="softmax")` calling `Dense(n, **kwargs)`)."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == name:
+            return a.value
+    for a in call.args:
+        if a.star != "**" or depth > MAX_DEPTH:
+            continue
+        splatted = splatted_dict(flow, a.value)
+        if name in splatted:
+            return splatted[name]
+        found = _through_kwargs(flow, a.value, name, depth)
+        if found is not None:
+            return found
+    return None
+
+
+def splatted_dict(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> dict:
+    """key -> value node of the dict literal or `dict(...)` call `expr` holds (through every
+    carrier); empty when it holds neither."""
+    def literal(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        if isinstance(value, cst.Dict) or (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+                                           and value.func.value == "dict"):
+            return value
+        return None
+    found = trace(flow, expr, literal)
+    if isinstance(found, cst.Dict):
+        keyed = {}
+        for element in found.elements:
+            key = element.key.evaluated_value if isinstance(element, cst.DictElement) \
+                and isinstance(element.key, cst.SimpleString) else None
+            if isinstance(key, str):  # not b"clipnorm": a keyword is never bytes
+                keyed[key] = element.value
+        return keyed
+    if isinstance(found, cst.Call):  # `dict(clipnorm=1.0)`
+        return {a.keyword.value: a.value for a in found.args if a.keyword is not None}
+    return {}
+
+
+def _through_kwargs(flow: Dataflow, expr: cst.BaseExpression, name: str, depth: int) -> Optional[cst.BaseExpression]:
+    """The keyword `name` given to the function whose `**kwargs` parameter `expr` is, at its calls."""
+    binding = flow.binding_of(expr) if isinstance(expr, cst.Name) else None
+    function = binding.owner if binding is not None and binding.kind == "param" else None
+    if not isinstance(function, cst.FunctionDef) or binding is None:
+        return None
+    star = function.params.star_kwarg
+    if star is None or star.name.value != binding.name:
+        return None
+    for site in flow.call_sites(function):
+        found = keyword(flow, site, name, depth + 1)
+        if found is not None:
+            return found
     return None
 
 

@@ -106,7 +106,8 @@ class Dataflow(CallSummaries, FlagDefaults):
             outer = self.scope_of(function)
             self._add(function.name.value, outer, "def", None, (), function, ctx.pre[function])
             params = function.params
-            for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            stars = [star for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params, *stars):
                 self._add(param.name.value, function, "param", param.default, (), function, ctx.pre[function.body])
         for cls in ctx.nodes(cst.ClassDef):
             self._add(cls.name.value, self.scope_of(cls), "def", None, (), cls, ctx.pre[cls])
@@ -212,12 +213,17 @@ class Dataflow(CallSummaries, FlagDefaults):
         return next((b for b in (self._members(owner).get(attribute, []) for owner in owners) if b), [])
 
     def _members(self, cls: cst.ClassDef) -> Dict[str, List[Binding]]:
-        """attribute -> the `self.attribute` bindings in the methods of `cls` (built on first need)."""
+        """attribute -> the `self.attribute` bindings in the methods of `cls`, then the class
+        body's own assignments (`activation = "softmax"` under `class Config:`, the default an
+        instance reads until it sets its own); built on first need."""
         if cls not in self._class_members:
             members: Dict[str, List[Binding]] = {}
             for (scope, text), bindings in self._bindings.items():
                 if scope is cls and text.count(".") == 1:
                     members.setdefault(text.split(".")[1], []).extend(bindings)
+            for (scope, text), bindings in self._bindings.items():
+                if scope is cls and "." not in text:
+                    members.setdefault(text, []).extend(b for b in bindings if b.kind == "assign")
             self._class_members[cls] = members
         return self._class_members[cls]
 

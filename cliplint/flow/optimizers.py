@@ -10,7 +10,7 @@ from typing import Dict, Optional
 import libcst as cst
 
 from ..names import CLIP_OPTIONS, OPTIMIZER_CLASSES, OPTIMIZER_FACTORIES
-from .carriers import trace
+from .carriers import keyword, splatted_dict
 from .constants import UNKNOWN, constant
 from .local import Dataflow
 from .nodes import arg
@@ -26,9 +26,10 @@ def passed_options(flow: Dataflow, call: cst.Call) -> Optional[Options]:
     if name in OPTIMIZER_CLASSES:
         return _keyword_options(flow, call)
     if name in OPTIMIZER_FACTORIES or (name or "").removesuffix(".from_config") in OPTIMIZER_CLASSES:
-        mapping = _dict(flow, arg(call, 0, "identifier" if name in OPTIMIZER_FACTORIES else "config"))
-        if mapping is not None and name in OPTIMIZER_FACTORIES:
-            mapping = _dict(flow, mapping.get("config"))
+        mapping = splatted_dict(flow, arg(call, 0, "identifier" if name in OPTIMIZER_FACTORIES else "config"))
+        if name in OPTIMIZER_FACTORIES:
+            config = mapping.get("config")
+            mapping = splatted_dict(flow, config) if config is not None else {}
         return {k: v for k, v in (mapping or {}).items() if k in CLIP_OPTIONS}
     return None
 
@@ -43,38 +44,10 @@ def set_options(flow: Dataflow, call: cst.Call) -> Optional[Options]:
 
 
 def _keyword_options(flow: Dataflow, call: cst.Call) -> Options:
+    """The clip options an optimizer's constructor call passes, written or through `**`."""
     options: Options = {}
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value in CLIP_OPTIONS:
-            options[a.keyword.value] = a.value
-        elif a.star == "**":
-            splatted = _dict(flow, a.value) or {}
-            options.update({k: v for k, v in splatted.items() if k in CLIP_OPTIONS})
+    for option in CLIP_OPTIONS:
+        value = keyword(flow, call, option)
+        if value is not None:
+            options[option] = value
     return options
-
-
-def _dict(flow: Dataflow, expr) -> Optional[Options]:
-    """A dict literal or `dict(...)` call (directly or through every carrier) as key -> value node."""
-    found = trace(flow, expr, _literal_dict)
-    return _keyed(found) if found is not None else None
-
-
-def _literal_dict(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    if isinstance(value, cst.Dict) or (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
-                                       and value.func.value == "dict"):
-        return value
-    return None
-
-
-def _keyed(expr: cst.BaseExpression) -> Options:
-    if isinstance(expr, cst.Dict):
-        found: Options = {}
-        for element in expr.elements:
-            key = element.key.evaluated_value if isinstance(element, cst.DictElement) \
-                and isinstance(element.key, cst.SimpleString) else None
-            if isinstance(key, str):  # not b"clipnorm": Keras reads no bytes key
-                found[key] = element.value
-        return found
-    if isinstance(expr, cst.Call):  # `dict(clipnorm=1.0)`
-        return {a.keyword.value: a.value for a in expr.args if a.keyword is not None}
-    return {}

@@ -28,7 +28,7 @@ from ..names import (
     SUMS,
     WHERES,
 )
-from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, origins, trace, traced
+from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, keyword, origins, trace, traced
 from .constants import UNKNOWN, constant, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
@@ -70,9 +70,11 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
     elif name in LAYER_FUNCTIONS:
         value = arg(layer, *LAYER_FUNCTIONS[name])
     elif name.startswith(("keras.layers.", "tensorflow.layers.")):
-        value = arg(layer, 99, "activation")
+        value = None
     else:
         return None
+    if value is None:  # a keyword, written or through `**` (`Dense(n, **cfg)`, a builder's `**kwargs`)
+        value = keyword(flow, layer, "activation")
     return activation_kind(flow, value) if value is not None else None
 
 
@@ -113,9 +115,13 @@ def activation_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -
         return "softmax" if qualified in SOFTMAX else "sigmoid"
     if isinstance(value, cst.Call) and flow.ctx.call_name(value) in ACTIVATION_GETTERS and value.args:
         return activation_kind(flow, value.args[0].value, depth + 1)
-    if not isinstance(value, (cst.Name, cst.Attribute)):
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)):  # `cfg["activation"]` too
         return None
-    return next(filter(None, (activation_kind(flow, origin.expr, depth + 1) for origin in origins(flow, value))), None)
+    found = next(filter(None, (activation_kind(flow, origin.expr, depth + 1) for origin in origins(flow, value))), None)
+    if found is None and isinstance(value, cst.Attribute):  # an argparse/absl flag's default (`args.activation`)
+        literal = constant(flow, value)
+        found = literal if literal in ("softmax", "sigmoid") else None
+    return found
 
 
 class Probabilities:
@@ -204,7 +210,12 @@ class Probabilities:
         binding = self.flow.binding_of(expr) if isinstance(expr, cst.Name) else None
         if binding is not None and binding.kind == "iter":  # `for p in heads`, zip(gates, heads), map(f, heads)
             iterable = iterated(binding)
-            return self.probability(iterable, seen, padded) if iterable is not None else None
+            if iterable is None:
+                return None
+            found = self.probability(iterable, seen, padded)
+            if found is None and isinstance(iterable, cst.Name):  # the elements its list was given (`append`)
+                found = self._stacked(iterable, seen, padded)
+            return found
         if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
             compiled = self._loss_input(binding.owner, binding, seen, padded)
             if compiled is not None:

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
-from ..flow.carriers import carried_constant
+from ..flow.carriers import carried_constant, keyword
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
 from ..flow.probabilities import application
@@ -210,7 +210,8 @@ class ProbabilitiesLossOnLogits(Rule):
         elif name not in LINEAR_LAYERS:
             return False
         else:
-            activation = arg(layer, 1 if name == "keras.layers.Dense" else 99, "activation")
+            activation = arg(layer, 1, "activation") if name == "keras.layers.Dense" else None
+            activation = activation or keyword(ctx.flow, layer, "activation")  # also through `**cfg`
         if activation is None:
             return True
         # every value the activation takes (each call of a builder passing one), not the
