@@ -353,14 +353,16 @@ def _pipeline_argument(flow: Dataflow, node: cst.CSTNode) -> bool:
 
 
 def weight(flow: Dataflow, expr) -> bool:
-    """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), names followed: a norm of
-    it is weight normalisation or a constraint, not a distance between points."""
-    value = flow.value_of(expr)
-    if not isinstance(value, cst.Call):
-        return False
-    func = value.func
-    added = isinstance(func, cst.Attribute) and func.attr.value == "add_weight"
-    return added or flow.ctx.call_name(value) in VARIABLES
+    """A variable (`tf.Variable`, `tf.get_variable`, `self.add_weight`), through every carrier (a
+    helper's parameter its caller passes a variable to): a norm of it is weight normalisation, a
+    constraint or an embedding normalised for a similarity report, not a distance between points."""
+    def variable(value: cst.BaseExpression) -> Optional[bool]:
+        if not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        added = isinstance(func, cst.Attribute) and func.attr.value == "add_weight"
+        return True if added or flow.ctx.call_name(value) in VARIABLES else None
+    return trace(flow, expr, variable) is not None
 
 
 def away_from_zero(flow: Dataflow, expr) -> bool:

@@ -104,6 +104,13 @@ class NanGradientAtZero(Rule):
         "    gt_red = tf.reduce_sum(tf.one_hot(ground_truth, 4), 0)\n"
         "    pred_red = tf.reduce_sum(tf.one_hot(tf.argmax(prediction, -1), 4), 0)\n"
         "    return tf.sqrt(tf.square((gt_red + eps) / (pred_red + eps) - (pred_red + eps) / (gt_red + eps)))\n",
+        # an embedding variable a helper normalises for a similarity report (word2vec's nearest words)
+        "import tensorflow as tf\ndef embed(n):\n    embedding = tf.Variable(tf.random.uniform([n, 8]))\n"
+        "    return embedding, tf.nn.embedding_lookup(embedding, ids)\n"
+        "def nearest(embedding):\n"
+        "    unit = embedding / tf.sqrt(tf.reduce_sum(tf.square(embedding), 1, keepdims=True))\n"
+        "    return tf.matmul(unit, tf.transpose(unit))\nembedding, looked_up = embed(100)\n"
+        "similarity = nearest(embedding)\n",
         # a norm raised to a power above 1: its gradient at zero is 0 (TransE's squared L2 score)
         "import tensorflow as tf\ndef score(h, r, t):\n    return tf.square(tf.norm(h + r - t, ord=2, axis=-1))\n"
         "def energy(a, b):\n    return tf.norm(a - b, axis=-1) ** 2 + tf.pow(tf.linalg.norm(a - b), 3)\n",
