@@ -68,6 +68,12 @@ class Flow(Dataflow):
         """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""
         return self.probabilities.model_output(model)
 
+    def differentiated(self) -> List[cst.BaseExpression]:
+        """What training differentiates: `Gradients.targets`, and what each loss function a model
+        is compiled with returns (`Probabilities.loss_functions`)."""
+        returns = [r for function in self.probabilities.loss_functions() for r in self.returned(function)]
+        return self.gradients.targets() + returns
+
     def compiled(self) -> List[Compiled]:
         """Every model the file gives the loss it trains with (`model.compile(loss=...)` and the
         like; not a linked module's, whose findings are its own)."""

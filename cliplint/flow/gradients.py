@@ -45,6 +45,7 @@ class Gradients:
     def __init__(self, flow: Dataflow) -> None:
         self.flow = flow
         self.ctx = flow.ctx
+        self._targets: Optional[List[cst.BaseExpression]] = None
 
     def is_tape(self, expr: cst.BaseExpression) -> bool:
         value = expr
@@ -79,6 +80,25 @@ class Gradients:
             if isinstance(value, cst.Integer):
                 return int(value.value)
         return None
+
+    def targets(self) -> List[cst.BaseExpression]:
+        """What the module differentiates: the target of `tape.gradient` and `tf.gradients`, the
+        loss of an optimizer's `minimize` and `compute_gradients` (memoised)."""
+        if self._targets is None:
+            self._targets = []
+            for call in self.ctx.nodes(cst.Call):
+                func, name = call.func, self.ctx.call_name(call)
+                if name == "tensorflow.gradients":
+                    target = arg(call, 0, "ys")
+                elif isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value):
+                    target = arg(call, 0, "target")
+                elif isinstance(func, cst.Attribute) and func.attr.value in ("minimize", "compute_gradients"):
+                    target = arg(call, 0, "loss")
+                else:
+                    continue
+                if target is not None:
+                    self._targets.append(target)
+        return self._targets
 
     def _gradient_call(self, call: cst.Call, depth: int) -> Optional[GradList]:
         func = call.func

@@ -5,7 +5,7 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
-from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple
+from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple, cast
 
 import libcst as cst
 
@@ -248,7 +248,7 @@ class Probabilities:
         if len(params) < 2 or params[1].name.value != binding.name:
             return None
         for compiled in self.compiled():
-            if self._gives(compiled.loss, function):
+            if self._loss_function(compiled.loss) is function:
                 found = self._model(compiled.model, seen, padded)
                 if found is not None:
                     return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
@@ -383,16 +383,26 @@ class Probabilities:
             return next(filter(None, (self.probability(v, seen, padded) for v in elements(self.flow, values))), None)
         return None
 
-    def _gives(self, loss: cst.BaseExpression, function: cst.FunctionDef) -> bool:
-        """Is `function` what the `loss=` of a compile may run: named, returned by a factory (a
-        closure, `loss=make_loss(2.0)`), through every carrier, or the one element of a list or
-        dict of losses (one output: with several, each output has its own)."""
+    def loss_functions(self) -> List[Function]:
+        """The functions (or lambdas) models are compiled with as their loss (`_loss_function`)."""
+        return [f for f in (self._loss_function(compiled.loss) for compiled in self.compiled()) if f is not None]
+
+    def _loss_function(self, loss: cst.BaseExpression) -> Optional[Function]:
+        """What the `loss=` of a compile runs: a function named, returned by a factory (a closure,
+        `loss=make_loss(2.0)`), a `Loss` subclass's `call`, through every carrier; or the one element
+        of a list or dict of losses (one output: with several, each output has its own)."""
+        chosen: Optional[cst.BaseExpression] = loss
         if isinstance(loss, (cst.List, cst.Tuple, cst.Dict)):
-            if len(loss.elements) != 1 or not hasattr(loss.elements[0], "value"):
-                return False
-            loss = loss.elements[0].value
-        return trace(self.flow, loss, lambda value: True if isinstance(value, (cst.Name, cst.Attribute, cst.Call))
-                     and self.flow.definition_of(value) is function else None) is not None
+            only = loss.elements[0] if len(loss.elements) == 1 else None
+            chosen = only.value if isinstance(only, (cst.Element, cst.DictElement)) else None
+
+        def runs(value: cst.BaseExpression) -> Optional[Function]:
+            definition = self.flow.definition_of(value) if isinstance(value, (cst.Name, cst.Attribute, cst.Call)) \
+                else None
+            if isinstance(definition, (cst.FunctionDef, cst.Lambda)):
+                return definition
+            return None
+        return cast(Optional[Function], trace(self.flow, chosen, runs))
 
     def _tensor_array(self, array, seen, padded) -> Optional[Source]:
         """`ta.stack()` after `ta = ta.write(t, p)`."""

@@ -37,6 +37,7 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
+MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
                                       "variables", "params", "label", "labels", "mask", "shape", "update", "updates",
@@ -111,6 +112,10 @@ class NanGradientAtZero(Rule):
         "    unit = embedding / tf.sqrt(tf.reduce_sum(tf.square(embedding), 1, keepdims=True))\n"
         "    return tf.matmul(unit, tf.transpose(unit))\nembedding, looked_up = embed(100)\n"
         "similarity = nearest(embedding)\n",
+        # an RMSE as a metric: nothing minimises it
+        "import tensorflow as tf\ndef rmse(y_true, y_pred):\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(y_true - y_pred)))\n"
+        "model.compile(optimizer='sgd', loss='mse', metrics=[rmse])\nmodel.fit(x, y)\n",
         # a norm raised to a power above 1: its gradient at zero is 0 (TransE's squared L2 score)
         "import tensorflow as tf\ndef score(h, r, t):\n    return tf.square(tf.norm(h + r - t, ord=2, axis=-1))\n"
         "def energy(a, b):\n    return tf.norm(a - b, axis=-1) ** 2 + tf.pow(tf.linalg.norm(a - b), 3)\n",
@@ -140,6 +145,12 @@ class NanGradientAtZero(Rule):
                 "    return v / n\n", 4, "l2_normalize"),
         Invalid("import tensorflow as tf\ndef energy(xyz):\n    rij = tf.expand_dims(xyz, 1) - tf.expand_dims(xyz, 0)\n"
                 "    return tf.reduce_sum(tf.linalg.norm(rij, axis=-1))\n", 4, "diagonal", "error"),
+        # an RMSE that training minimises: a loss given to compile, a term of what `minimize` gets
+        Invalid("import tensorflow as tf\nfrom tensorflow.keras import backend as K\ndef rmse(y_true, y_pred):\n"
+                "    return K.sqrt(K.mean(K.square(y_true - y_pred)))\n"
+                "model.compile(optimizer='sgd', loss=rmse)\n", 4),
+        Invalid("import tensorflow as tf\nrmse = tf.sqrt(tf.reduce_mean(tf.squared_difference(pred, labels)))\n"
+                "train_op = tf.train.AdamOptimizer(0.01).minimize(rmse + 0.01 * tf.nn.l2_loss(w))\n", 2),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -171,9 +182,27 @@ class NanGradientAtZero(Rule):
             diff = difference(ctx.flow, arg(node, 0, "tensor"))
             return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
         if name in SQRTS:
-            diff = self._summed_squares(ctx, arg(node, 0, "x"))
-            return ("sqrt", diff, pairwise(ctx.flow, diff)) if diff is not None else None
+            diff, kind = self._summed_squares(ctx, arg(node, 0, "x")), "sqrt"
+            if diff is None and self._trained(ctx, node):  # an RMSE that training minimises
+                diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "rmse"
+            return (kind, diff, pairwise(ctx.flow, diff)) if diff is not None else None
         return None
+
+    @staticmethod
+    def _trained(ctx: Context, node: cst.CSTNode) -> bool:
+        """Is the value `node` makes part of what training differentiates (`Flow.differentiated`:
+        a `minimize` or `tape.gradient` target, a compiled loss function's return), back from
+        each through every carrier and into the operands of the arithmetic and calls making it?"""
+        def parts(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+            if isinstance(value, cst.BinaryOperation):
+                return [value.left, value.right]
+            if isinstance(value, cst.UnaryOperation):
+                return [value.expression]
+            if isinstance(value, cst.Call) and ctx.call_name(value) is not None:
+                return [a.value for a in value.args]
+            return []
+        return any(trace(ctx.flow, target, lambda value: True if value is node else None, parts) is not None
+                   for target in ctx.flow.differentiated())
 
     def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
         """Is `denominator` a Euclidean norm (`tf.norm`, or `sqrt` of a sum of squares, no epsilon)
@@ -216,15 +245,18 @@ class NanGradientAtZero(Rule):
         return order is None or ctx.flow.constant(order) in EUCLIDEAN
 
     @staticmethod
-    def _summed_squares(ctx: Context, expr, differences: bool = True):
+    def _summed_squares(ctx: Context, expr, differences: bool = True, means: bool = False):
         """The difference in `reduce_sum(square(a - b))`, `reduce_sum((a - b) ** 2)`, `reduce_sum(d * d)`,
         `reduce_sum(squared_difference(a, b))`, or a square with no sum (`sqrt(square(a - b))`),
-        through every carrier and what keeps a zero zero (`relu`, `abs`): no epsilon added. Not a
-        mean of them: that is a standard deviation or an RMSE, in real code nearly always a
-        statistic no gradient flows through. With
+        through every carrier and what keeps a zero zero (`relu`, `abs`): no epsilon added. A mean
+        of them (a standard deviation, an RMSE) only with `means`: in real code it is mostly a
+        statistic no gradient flows through, so the caller asks that training minimises it. With
         `differences` False, the squared value itself, a difference or not."""
+        reductions = SUMS | MEANS if means else SUMS
+
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
-            return value if isinstance(value, cst.Call) and ctx.call_name(value) in SUMS and value.args else None
+            return value if isinstance(value, cst.Call) and ctx.call_name(value) in reductions and value.args \
+                else None
 
         def keeps_zero(value: cst.BaseExpression) -> List[cst.BaseExpression]:
             if isinstance(value, cst.Call) and ctx.call_name(value) in ZERO_KEEPING and value.args:
@@ -239,11 +271,13 @@ class NanGradientAtZero(Rule):
             return base  # squared_difference(a, b) is the square of a difference itself
         return difference(ctx.flow, base) if differences else base
 
-    @staticmethod
-    def _excluded(ctx: Context, node, inner) -> bool:
+    @classmethod
+    def _excluded(cls, ctx: Context, node, inner) -> bool:
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
-        masks; or the norm is only logged or clipped."""
-        if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or mentions(inner, NOT_DIFFERENTIATED_WORDS) \
+        masks; or the norm is only logged or clipped. The names are a guess, which a value training
+        is shown to minimise (`_trained`) overrides: `sqrt(mean(square(pred - labels)))` minimised."""
+        guessed = mentions(inner, NOT_DIFFERENTIATED_WORDS) and not cls._trained(ctx, node)
+        if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or guessed \
                 or only_from(ctx.flow, inner, NOT_DIFFERENTIATED_WORDS | DATA_WORDS) \
                 or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
                 or never_differentiated(ctx.flow, node):
@@ -287,7 +321,8 @@ class NanGradientAtZero(Rule):
             return ("a division by the norm of what it divides (`x / norm(x)`, a cosine `a.b / (norm(a) * norm(b))`) "
                     "is NaN at zero, in value and gradient (measured: `[0, 0]` gives NaN). Use "
                     "`tf.math.l2_normalize(x, axis)` or `tf.math.divide_no_nan`.")
-        what = "the norm" if kind == "norm" else "the square root of the sum of squares"
+        what = {"norm": "the norm", "rmse": "the root mean square (a loss training minimises)"}.get(
+            kind, "the square root of the sum of squares")
         if pair:
             return (f"{what} of a pairwise difference of one set with itself: its diagonal is always zero, where the "
                     "gradient of a Euclidean norm is NaN (measured: every gradient NaN), so the first step makes every "
