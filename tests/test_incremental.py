@@ -8,7 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from libcst.metadata import MetadataWrapper, PositionProvider
 
@@ -271,6 +271,9 @@ def test_positions_are_position_providers_after_edits():
     st.floats(0, 1), st.integers(0, 40), st.sampled_from(["", " ", "\n", "x", "(", ")", ":", "#", "    ", "'''",
                                                           "\\\n", "tf.nn.softmax(", "else:\n", "\r\n"])),
     min_size=1, max_size=6))
+# found by a CI run: a docstring made a comment, then joined with the next line, leaves the region
+# with no statement; the blank line after it is the header's, not the next statement's
+@example(path=ROOT / "fixtures" / "clean_global_norm.py", edits=[(0.0, 0, "#"), (0.03125, 32, "")])
 def test_random_keystrokes(path, edits):
     """Characters typed and deleted anywhere: valid or not, each version gets lint_text's findings."""
     text = path.read_text()

@@ -278,8 +278,12 @@ class Version:
         at_start, at_end = region.start == 0, region.end == old_length
         if not at_end and (parsed.footer or not parsed.has_trailing_newline):
             return Grow(self._span(region.first, region.last + 1))  # trailing lines: the next statement's
+        if not parsed.body and not at_end:
+            # no statement left: the next one's leading lines are read with these (at the start,
+            # libcst gives the header every line up to the last blank one before a statement)
+            return Grow(self._span(region.first, region.last + 1))
         if not at_start and not parsed.body:
-            return Grow(self._span(region.first, region.last + 1)) if not at_end else WHOLE
+            return WHOLE
         body = list(parsed.body)
         if not at_start and parsed.header:
             body[0] = body[0].with_changes(leading_lines=(*parsed.header, *body[0].leading_lines))
