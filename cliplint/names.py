@@ -97,6 +97,7 @@ SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tens
 # exp and the sums a softmax written out divides by; what turns an activation's name into it.
 EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
 SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
+MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.
 # The arithmetic functions (read as their operators by the models), powers and matrix products.

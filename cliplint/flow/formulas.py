@@ -12,7 +12,7 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from ..names import EXP, SHAPE_CHANGES, SUBTRACTS, SUMS
+from ..names import EXP, MEANS, SHAPE_CHANGES, SUBTRACTS, SUMS
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
@@ -47,8 +47,7 @@ NONNEGATIVE = SQRTS | SQUARES | NORMS | EXP | frozenset({
     "tensorflow.nn.l2_loss", "tensorflow.math.reduce_euclidean_norm", "tensorflow.math.softplus",
 })
 # Reductions that keep the sign of what they reduce.
-REDUCTIONS = SUMS | frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean",
-                               "keras.backend.mean"}) | SHAPE_CHANGES
+REDUCTIONS = SUMS | MEANS | SHAPE_CHANGES
 # Where a value can come from without gradients flowing to it.
 NOT_DIFFERENTIATED = frozenset({"tensorflow.stop_gradient", "keras.ops.stop_gradient", "keras.backend.stop_gradient"})
 # Ops whose output carries no gradient back to their inputs: indices, comparisons, rounding, shapes.

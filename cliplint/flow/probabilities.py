@@ -253,7 +253,6 @@ class Probabilities:
                 if found is not None:
                     return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
         return None
-        return None
 
     def _from_origins(self, expr, seen, padded) -> Optional[Source]:
         """The first probability among where the value of `expr` comes from (`carriers`); each
@@ -472,8 +471,8 @@ class Probabilities:
 
     def _wrapped(self, value: cst.BaseExpression) -> List[cst.BaseExpression]:
         """The model a wrapper that keeps its outputs was given (`prune_low_magnitude(model)`)."""
-        keyword = MODEL_WRAPPERS.get(self.ctx.call_name(value) or "") if isinstance(value, cst.Call) else None
-        model = arg(value, 0, keyword) if keyword is not None and isinstance(value, cst.Call) else None
+        parameter = MODEL_WRAPPERS.get(self.ctx.call_name(value) or "") if isinstance(value, cst.Call) else None
+        model = arg(value, 0, parameter) if parameter is not None and isinstance(value, cst.Call) else None
         return [model] if model is not None else []
 
     def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:

@@ -29,7 +29,7 @@ from ..flow.formulas import (
     weight,
 )
 from ..flow.nodes import arg, walk
-from ..names import MATMULS, MULTIPLIES, POWERS, SUMS
+from ..names import MATMULS, MEANS, MULTIPLIES, POWERS, SUMS
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
@@ -37,7 +37,6 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
-MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
                                       "variables", "params", "label", "labels", "mask", "shape", "update", "updates",
