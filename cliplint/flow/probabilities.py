@@ -58,11 +58,18 @@ class Compiled(NamedTuple):
 
 def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
     """'softmax'/'sigmoid' when a layer constructor or layer function applies that activation."""
-    ctx = flow.ctx
     layer = flow.bound(layer)
-    name = ctx.call_name(layer) or ""
-    if name in ("keras.layers.Softmax",):
+    if flow.ctx.call_name(layer) == "keras.layers.Softmax":
         return "softmax"
+    value = activation_argument(flow, layer)
+    return activation_kind(flow, value) if value is not None else None
+
+
+def activation_argument(flow: Dataflow, layer: cst.Call) -> Optional[cst.BaseExpression]:
+    """What a layer constructor or layer function (as the library sees it: `flow.bound`) is given
+    as its activation: by position where the layer takes one there, else the keyword, written or
+    through `**` (`Dense(n, **cfg)`, a builder's `**kwargs`); None when it is given none."""
+    name = flow.ctx.call_name(layer) or ""
     if name == "keras.layers.Activation":
         value = arg(layer, 0, "activation")
     elif name == "keras.layers.Dense":
@@ -73,9 +80,7 @@ def activation_of(flow: Dataflow, layer: cst.Call) -> Optional[str]:
         value = None
     else:
         return None
-    if value is None:  # a keyword, written or through `**` (`Dense(n, **cfg)`, a builder's `**kwargs`)
-        value = keyword(flow, layer, "activation")
-    return activation_kind(flow, value) if value is not None else None
+    return value if value is not None else keyword(flow, layer, "activation")
 
 
 def application(flow: Dataflow, call: cst.Call) -> bool:

@@ -8,10 +8,10 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
-from ..flow.carriers import carried_constant, keyword
+from ..flow.carriers import carried_constant
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
-from ..flow.probabilities import application
+from ..flow.probabilities import activation_argument, application
 from ..names import APPLICATIONS
 from ..probes import ProbabilityLoss
 from . import Invalid, Rule
@@ -210,8 +210,7 @@ class ProbabilitiesLossOnLogits(Rule):
         elif name not in LINEAR_LAYERS:
             return False
         else:
-            activation = arg(layer, 1, "activation") if name == "keras.layers.Dense" else None
-            activation = activation or keyword(ctx.flow, layer, "activation")  # also through `**cfg`
+            activation = activation_argument(ctx.flow, layer)
         if activation is None:
             return True
         # every value the activation takes (each call of a builder passing one), not the
