@@ -15,12 +15,13 @@ import helpers and types from the submodule that owns them.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
 from ..probes import Snippet
 from .constants import constant
+from .formulas import feeds
 from .gradients import Element, Gradients, GradList
 from .local import Binding, Dataflow
 from .nodes import ModuleIndex
@@ -38,6 +39,7 @@ class Flow(Dataflow):
         self.probes = probes
         self.gradients = Gradients(self)
         self.probabilities = Probabilities(self)
+        self._trained: Dict[cst.CSTNode, bool] = {}
 
     def constant(self, expr: Optional[cst.BaseExpression]):
         """The literal value an expression is known to hold, else `local.UNKNOWN`."""
@@ -73,6 +75,13 @@ class Flow(Dataflow):
         is compiled with returns (`Probabilities.loss_functions`)."""
         returns = [r for function in self.probabilities.loss_functions() for r in self.returned(function)]
         return self.gradients.targets() + returns
+
+    def trained_on(self, node: cst.CSTNode) -> bool:
+        """Does training differentiate the value `node` makes (`differentiated`, `formulas.feeds`)?
+        Memoised: a rule may ask twice of one node."""
+        if node not in self._trained:
+            self._trained[node] = feeds(self, node, self.differentiated())
+        return self._trained[node]
 
     def compiled(self) -> List[Compiled]:
         """Every model the file gives the loss it trains with (`model.compile(loss=...)` and the

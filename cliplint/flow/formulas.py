@@ -429,6 +429,21 @@ def never_differentiated(flow: Dataflow, node: cst.CSTNode) -> bool:
                    for n in ctx.nodes(cst.Name))
 
 
+def feeds(flow: Dataflow, node: cst.CSTNode, sinks: List[cst.BaseExpression]) -> bool:
+    """Is the value `node` makes part of one of `sinks` (what training differentiates, say)? Back
+    from each sink through every carrier, and into the operands of the arithmetic and the
+    arguments of the library calls that make it (`minimize(rmse + 0.01 * l2)`)."""
+    def parts(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+        if isinstance(value, cst.BinaryOperation):
+            return [value.left, value.right]
+        if isinstance(value, cst.UnaryOperation):
+            return [value.expression]
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) is not None:
+            return [a.value for a in value.args]
+        return []
+    return any(trace(flow, sink, lambda value: True if value is node else None, parts) is not None for sink in sinks)
+
+
 def _under_tape(flow: Dataflow, item: cst.BaseExpression) -> bool:
     """A `with` item that opens a tape, spelled out or through an alias (`Tape = tf.GradientTape`)."""
     return "GradientTape" in flow.ctx.text(item) or (

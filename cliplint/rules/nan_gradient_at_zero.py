@@ -182,26 +182,10 @@ class NanGradientAtZero(Rule):
             return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
         if name in SQRTS:
             diff, kind = self._summed_squares(ctx, arg(node, 0, "x")), "sqrt"
-            if diff is None and self._trained(ctx, node):  # an RMSE that training minimises
+            if diff is None and ctx.flow.trained_on(node):  # an RMSE that training minimises
                 diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "rmse"
             return (kind, diff, pairwise(ctx.flow, diff)) if diff is not None else None
         return None
-
-    @staticmethod
-    def _trained(ctx: Context, node: cst.CSTNode) -> bool:
-        """Is the value `node` makes part of what training differentiates (`Flow.differentiated`:
-        a `minimize` or `tape.gradient` target, a compiled loss function's return), back from
-        each through every carrier and into the operands of the arithmetic and calls making it?"""
-        def parts(value: cst.BaseExpression) -> List[cst.BaseExpression]:
-            if isinstance(value, cst.BinaryOperation):
-                return [value.left, value.right]
-            if isinstance(value, cst.UnaryOperation):
-                return [value.expression]
-            if isinstance(value, cst.Call) and ctx.call_name(value) is not None:
-                return [a.value for a in value.args]
-            return []
-        return any(trace(ctx.flow, target, lambda value: True if value is node else None, parts) is not None
-                   for target in ctx.flow.differentiated())
 
     def _norm_of(self, ctx: Context, denominator, numerator) -> bool:
         """Is `denominator` a Euclidean norm (`tf.norm`, or `sqrt` of a sum of squares, no epsilon)
@@ -270,12 +254,12 @@ class NanGradientAtZero(Rule):
             return base  # squared_difference(a, b) is the square of a difference itself
         return difference(ctx.flow, base) if differences else base
 
-    @classmethod
-    def _excluded(cls, ctx: Context, node, inner) -> bool:
+    @staticmethod
+    def _excluded(ctx: Context, node, inner) -> bool:
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
         masks; or the norm is only logged or clipped. The names are a guess, which a value training
-        is shown to minimise (`_trained`) overrides: `sqrt(mean(square(pred - labels)))` minimised."""
-        guessed = mentions(inner, NOT_DIFFERENTIATED_WORDS) and not cls._trained(ctx, node)
+        is shown to minimise (`Flow.trained_on`) overrides: `sqrt(mean(square(pred - labels)))` minimised."""
+        guessed = mentions(inner, NOT_DIFFERENTIATED_WORDS) and not ctx.flow.trained_on(node)
         if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or guessed \
                 or only_from(ctx.flow, inner, NOT_DIFFERENTIATED_WORDS | DATA_WORDS) \
                 or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
