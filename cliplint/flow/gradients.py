@@ -81,39 +81,42 @@ class Gradients:
                 return int(value.value)
         return None
 
+    def differentiates(self, call: cst.Call) -> Optional[str]:
+        """Which way `call` differentiates, if it does: 'tf.gradients', 'tape' (`tape.gradient`),
+        'compute_gradients' or 'minimize' (an optimizer's)."""
+        func = call.func
+        if self.ctx.call_name(call) == "tensorflow.gradients":
+            return "tf.gradients"
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method == "gradient" and self.is_tape(func.value):
+            return "tape"
+        return method if method in ("compute_gradients", "minimize") else None
+
     def targets(self) -> List[cst.BaseExpression]:
         """What the module differentiates: the target of `tape.gradient` and `tf.gradients`, the
         loss of an optimizer's `minimize` and `compute_gradients` (memoised)."""
         if self._targets is None:
-            self._targets = []
-            for call in self.ctx.nodes(cst.Call):
-                func, name = call.func, self.ctx.call_name(call)
-                if name == "tensorflow.gradients":
-                    target = arg(call, 0, "ys")
-                elif isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value):
-                    target = arg(call, 0, "target")
-                elif isinstance(func, cst.Attribute) and func.attr.value in ("minimize", "compute_gradients"):
-                    target = arg(call, 0, "loss")
-                else:
-                    continue
-                if target is not None:
-                    self._targets.append(target)
+            keywords = {"tf.gradients": "ys", "tape": "target", "compute_gradients": "loss", "minimize": "loss"}
+            self._targets = [target for call in self.ctx.nodes(cst.Call)
+                             if (way := self.differentiates(call)) is not None
+                             and (target := arg(call, 0, keywords[way])) is not None]
         return self._targets
 
     def _gradient_call(self, call: cst.Call, depth: int) -> Optional[GradList]:
         func = call.func
-        name = self.ctx.call_name(call)
         if isinstance(func, cst.Name) and func.value == "zip" and len(call.args) == 2 \
                 and not any(a.star for a in call.args):  # list(zip(grads, variables)): the pairs
             grads = self.gradient_list(call.args[0].value, depth + 1)
             return dataclasses.replace(grads, pairs=True) if grads is not None and not grads.pairs else None
-        if name == "tensorflow.gradients" or (
-                isinstance(func, cst.Attribute) and func.attr.value == "gradient" and self.is_tape(func.value)):
+        way = self.differentiates(call)
+        if way in ("tf.gradients", "tape"):
             zero = arg(call, 99, "unconnected_gradients")
             may_none = zero is None or "ZERO" not in self.ctx.text(zero).upper()
-            sources = arg(call, 1, "sources" if name != "tensorflow.gradients" else "xs")
+            sources = arg(call, 1, "sources" if way == "tape" else "xs")
             return GradList(call, False, may_none, False, sources)
-        if isinstance(func, cst.Attribute) and func.attr.value == "compute_gradients":
+        if way == "compute_gradients":
             return GradList(call, True, True, False, arg(call, 1, "var_list"))
         return None
 
