@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Callable, ClassVar, Dict, NewType, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, ClassVar, Dict, Literal, NewType, Optional, Tuple, Type, TypeVar
 
 Name = NewType("Name", str)
 Attribute = NewType("Attribute", str)
@@ -220,12 +220,16 @@ class Numerics(Probe):
     call: Snippet  # tf.add_check_numerics_ops()
 
 
+Squashing = Literal["softmax", "sigmoid"]
+
+
 @dataclass(frozen=True)
 class FromLogits(Probe):
     op: Optional[str] = None  # a `tf.nn.*_with_logits` op, run by the probe itself
     function: Optional[str] = None  # a loss function called with from_logits=True
     call: Optional[Snippet] = None
     loss: Optional[Snippet] = None  # a loss object built with from_logits=True
+    squashed: Optional[Squashing] = None  # the other activation the input went through (sigmoid before softmax)
 
 
 SoftmaxThenFromLogits = variant(FromLogits, "SoftmaxThenFromLogits", "softmax", "CL010",
@@ -343,6 +347,10 @@ _PLAIN = {str: str, Name: str, Attribute: str, bool: bool}
 
 
 def _item(item, value, name: str):
+    if typing.get_origin(item) is typing.Literal:
+        if value not in typing.get_args(item):
+            raise Malformed(f"the `{name}` field is not one of {', '.join(map(repr, typing.get_args(item)))}")
+        return value
     if item is Snippet:
         if not isinstance(value, dict) or not isinstance(value.get("code"), str) \
                 or set(value) - {"code", "imports", "constants", "values", "sources"}:

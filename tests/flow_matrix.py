@@ -308,29 +308,17 @@ LOG_SINKS = {
     "negative log in a sum": "-tf.reduce_sum(labels * tf.math.log({value}))",
 }
 
-# Losses that squash their input themselves (CL010): probabilities given to them are squashed twice.
-# Each takes the probabilities of one kind: a sigmoid output given to a softmax loss is another mistake.
+# Losses that squash their input themselves (CL010): probabilities of either kind given to them are
+# squashed twice (a sigmoid output given to a softmax loss is as flat as a softmax output).
 FROM_LOGITS_SINKS = {
     "CategoricalCrossentropy(from_logits=True)":
-        ("softmax", "keras.losses.CategoricalCrossentropy(from_logits=True)(labels, {value})"),
-    "softmax_cross_entropy_with_logits":
-        ("softmax", "tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits={value})"),
-    "binary_crossentropy(from_logits=True)":
-        ("sigmoid", "keras.losses.binary_crossentropy(labels, {value}, from_logits=True)"),
-    "sigmoid_cross_entropy_with_logits":
-        ("sigmoid", "tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits={value})"),
+        "keras.losses.CategoricalCrossentropy(from_logits=True)(labels, {value})",
+    "softmax_cross_entropy_with_logits": "tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits={value})",
+    "binary_crossentropy(from_logits=True)": "keras.losses.binary_crossentropy(labels, {value}, from_logits=True)",
+    "sigmoid_cross_entropy_with_logits": "tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits={value})",
 }
 SINKS = {**{name: ("CL004", sink) for name, sink in LOG_SINKS.items()},
-         **{name: ("CL010", sink) for name, (_, sink) in FROM_LOGITS_SINKS.items()}}
-
-
-def kind_of(source: str) -> str:
-    return "sigmoid" if "sigmoid" in source else "softmax"
-
-
-def fits(source: str, sink: str) -> bool:
-    """A log takes any probabilities; a from_logits loss those of its own kind."""
-    return sink not in FROM_LOGITS_SINKS or FROM_LOGITS_SINKS[sink][0] == kind_of(source)
+         **{name: ("CL010", sink) for name, sink in FROM_LOGITS_SINKS.items()}}
 
 # The sanitiser twin: a log of probabilities that only feeds sampling is no mistake (no gradient
 # flows through it, and -inf is the right logit for a probability that underflowed).
@@ -396,6 +384,7 @@ SOFTMAX_MODELS = {
     "Sequential, layer through partial": "keras.Sequential([softmax_dense(10)])",
     "builder, activation as parameter": "dense_model(activation='softmax')",
     "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10)",
+    "Sequential, sigmoid head": "keras.Sequential([keras.layers.Dense(10, activation='sigmoid')])",
     "Sequential, layer by name": "keras.Sequential([keras.layers.Dense(32), softmax_head])",
     # the activation's own carriers: a constant, a config dict, `**` of one, a class attribute,
     # a builder's `**kwargs`, a flag's default
@@ -413,6 +402,7 @@ LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "Sequential, layer through partial": "keras.Sequential([relu_dense(10)])",
           "builder, activation as parameter": "dense_model()",
           "Keras application": "keras.applications.MobileNetV2(weights=None, classes=10, classifier_activation=None)",
+          "Sequential, sigmoid head": "keras.Sequential([keras.layers.Dense(10)])",
           "Sequential, layer by name": "keras.Sequential([keras.layers.Dense(32), linear_head])",
           "activation constant": "keras.Sequential([keras.layers.Dense(10, activation=PLAIN_ACTIVATION)])",
           "activation from a config": "keras.Sequential([keras.layers.Dense(10, activation=PLAIN['activation'])])",
@@ -659,11 +649,10 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     """Every source x carrier x sink, then every ordered pair of carriers (source and sink rotated
     through so each pair meets several of them)."""
     for source, carrier, sink in itertools.product(PROBABILITY_SOURCES, CARRIERS, SINKS):
-        if fits(source, sink):
-            yield build(source, [carrier], sink)
+        yield build(source, [carrier], sink)
     if not nested:
         return
-    pairs = [(source, sink) for source, sink in itertools.product(PROBABILITY_SOURCES, SINKS) if fits(source, sink)]
+    pairs = list(itertools.product(PROBABILITY_SOURCES, SINKS))
     for index, (outer, inner) in enumerate(itertools.product(CARRIERS, repeat=2)):
         yield build(*_rotated(pairs, index, [outer, inner]))
     for source, carrier in itertools.product(GRADIENT_SOURCES, GRADIENT_CARRIERS):

@@ -287,6 +287,10 @@ PROGRAM_FURTHER = textwrap.dedent("""\
     collapsed = tf.clip_by_value(g, 1.0, -1.0)
     classifier = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="softmax")])
     classifier.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    gates = tf.nn.sigmoid(tf.matmul(h, w))
+    xent = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=gates)
+    tagger = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="softmax")])
+    tagger.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
 """)
 
 
@@ -297,7 +301,8 @@ def verified_further():
 
 def test_further_rules_are_confirmed(verified_further):
     v = verified_further
-    assert set(v) == {("CL006", 5), ("CL007", 11), ("CL008", 13), ("CL009", 14), ("CL009", 15), ("CL010", 17)}
+    assert set(v) == {("CL006", 5), ("CL007", 11), ("CL008", 13), ("CL009", 14), ("CL009", 15), ("CL010", 17),
+                      ("CL010", 19), ("CL010", 21)}
     assert all(x["verdict"] == "confirmed" for x in v.values()), v
     assert "Shapes of all inputs must match" in v[("CL006", 5)]["evidence"] or \
         "bad operand type for unary -: 'list'" in v[("CL006", 5)]["evidence"]
@@ -306,6 +311,10 @@ def test_further_rules_are_confirmed(verified_further):
     assert "clipnorm=0 does not clip" in v[("CL009", 14)]["evidence"]
     assert "[0.5, 2, -2] became [1, 1, 1]" in v[("CL009", 15)]["evidence"]
     assert "softmax applied twice the loss is 1.55" in v[("CL010", 17)]["evidence"]
+    # the two activations differ: a sigmoid before the op's softmax, a softmax before the loss's sigmoid
+    assert "sigmoid applied before the loss's softmax the loss is 1.55 and the gradient norm 4.5e-05" \
+        in v[("CL010", 19)]["evidence"]
+    assert "softmax applied before the loss's sigmoid the loss is 0.9" in v[("CL010", 21)]["evidence"]
 
 
 @pytest.mark.parametrize("source,reason", [

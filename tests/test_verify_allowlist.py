@@ -71,3 +71,15 @@ def test_the_contract_is_a_leaf_the_worker_may_import():
     graph = import_graph()
     assert graph["cliplint.probes"] == set()
     assert "cliplint.probes" in graph["cliplint.verify.payload"]
+
+
+def test_a_field_with_named_values_takes_only_those():
+    """The contract checks a closed field (which other activation came first, CL010) against its
+    values: the worker is never asked to look up a name it has no entry for."""
+    from cliplint.probes import Malformed, parse
+
+    op = "tensorflow.nn.softmax_cross_entropy_with_logits"
+    assert parse("CL010", {"kind": "softmax", "op": op, "squashed": "sigmoid"}).squashed == "sigmoid"
+    assert parse("CL010", {"kind": "softmax", "op": op}).squashed is None
+    with pytest.raises(Malformed, match="not one of 'softmax', 'sigmoid'"):
+        parse("CL010", {"kind": "softmax", "op": op, "squashed": "__import__"})

@@ -228,10 +228,17 @@ def _checks_nothing_in_function(check) -> str:
 
 # --- CL010 ----------------------------------------------------------------------------------
 
-DOUBLE_ACTIVATION = {
-    SoftmaxThenFromLogits.kind: ("CategoricalCrossentropy", [[0.0, 10.0, 0.0]], tf.nn.softmax,
-                        "logits [0, 10, 0], true class 0"),
-    SigmoidThenFromLogits.kind: ("BinaryCrossentropy", [[-10.0]], tf.math.sigmoid, "logit -10, true label 1"),
+# The Keras loss each kind of from-logits loss is stood in by when the user's cannot be rebuilt.
+DEFAULT_LOSS = {SoftmaxThenFromLogits.kind: "CategoricalCrossentropy", SigmoidThenFromLogits.kind: "BinaryCrossentropy"}
+ACTIVATIONS = {SoftmaxThenFromLogits.kind: tf.nn.softmax, SigmoidThenFromLogits.kind: tf.math.sigmoid}
+# A confidently wrong prediction for (the loss's own activation, the one applied before it), the
+# first class being the true one. The other classes are at -10, not 0, when the activations differ:
+# a sigmoid's slope at 0 is 0.25, which would leave the gradient a seventh of the raw one, not tiny.
+WRONG_PREDICTION = {
+    ("softmax", "softmax"): ([[0.0, 10.0, 0.0]], "logits [0, 10, 0], true class 0"),
+    ("softmax", "sigmoid"): ([[-10.0, 10.0, -10.0]], "logits [-10, 10, -10], true class 0"),
+    ("sigmoid", "sigmoid"): ([[-10.0]], "logit -10, true label 1"),
+    ("sigmoid", "softmax"): ([[-10.0, 10.0, -10.0]], "logits [-10, 10, -10], true labels [1, 0, 0]"),
 }
 
 
@@ -297,21 +304,22 @@ def _from_logits_in(snippet: dict) -> bool:
 
 @runs(SoftmaxThenFromLogits, SigmoidThenFromLogits)
 def probe_double_activation(probe: dict) -> dict:
-    default_class, logits_values, activation, described = DOUBLE_ACTIVATION[probe["kind"]]
+    kind = probe["kind"]
+    squashed = probe.get("squashed") or kind
+    logits_values, described = WRONG_PREDICTION[(kind, squashed)]
     assumptions = [f"a confidently wrong prediction: {described}"]
-    loss, used, sparse = _loss_used(probe, default_class, assumptions)
-    if probe["kind"] == SoftmaxThenFromLogits.kind:
-        labels = tf.constant([0]) if sparse else tf.constant([[1.0, 0.0, 0.0]])
-    else:
-        labels = tf.constant([[1.0]])
+    loss, used, sparse = _loss_used(probe, DEFAULT_LOSS[kind], assumptions)
+    classes = len(logits_values[0])
+    labels = tf.constant([0]) if sparse else tf.one_hot([0], classes)
     logits = tf.Variable(logits_values)
     with tf.GradientTape(persistent=True) as tape:
         single = loss(labels, logits)
-        double = loss(labels, activation(logits))
+        double = loss(labels, ACTIVATIONS[squashed](logits))
     single_grad = float(tf.norm(tape.gradient(single, logits)))
     double_grad = float(tf.norm(tape.gradient(double, logits)))
-    evidence = (f"{used}: with {probe['kind']} applied twice the loss is {float(double):.3g} and the gradient norm "
-                f"{double_grad:.2g}; with the {probe['kind']} once (on the raw logits) they are {float(single):.3g} "
+    applied = f"{kind} applied twice" if squashed == kind else f"{squashed} applied before the loss's {kind}"
+    evidence = (f"{used}: with {applied} the loss is {float(double):.3g} and the gradient norm "
+                f"{double_grad:.2g}; with the {kind} once (on the raw logits) they are {float(single):.3g} "
                 f"and {single_grad:.3g}")
     if float(double) < 0.5 * float(single) and double_grad < 0.1 * single_grad:
         return verdict("confirmed", evidence, assumptions)
