@@ -41,7 +41,7 @@ TOKENS = {
     "CL007": ('clip_by',),
     "CL008": ('add_check_numerics_ops',),
     "CL009": ('clipnorm', 'clipvalue', 'clip_by'),
-    "CL010": ('from_logits', '_cross_entropy'),
+    "CL010": ('from_logits', '_cross_entropy', 'sequence_loss'),
     "CL011": ('exp',),
     "CL012": ('rossentropy',),
     "CL013": ('softmax', 'Softmax'),

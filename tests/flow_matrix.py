@@ -316,6 +316,7 @@ FROM_LOGITS_SINKS = {
     "softmax_cross_entropy_with_logits": "tf.nn.softmax_cross_entropy_with_logits(labels=labels, logits={value})",
     "binary_crossentropy(from_logits=True)": "keras.losses.binary_crossentropy(labels, {value}, from_logits=True)",
     "sigmoid_cross_entropy_with_logits": "tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits={value})",
+    "contrib sequence_loss": "tf.contrib.seq2seq.sequence_loss({value}, targets, weights)",
 }
 SINKS = {**{name: ("CL004", sink) for name, sink in LOG_SINKS.items()},
          **{name: ("CL010", sink) for name, sink in FROM_LOGITS_SINKS.items()}}

@@ -34,8 +34,14 @@ LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
               "tensorflow.losses.softmax_cross_entropy": "softmax",
               "tensorflow.losses.sparse_softmax_cross_entropy": "softmax",
               "tensorflow.losses.sigmoid_cross_entropy": "sigmoid"}
+# The sequence losses of TF 1's contrib and of TF Addons: a weighted mean of the sparse softmax
+# op over the time steps, their `logits` first.
+SEQUENCE_LOSSES = ("tensorflow.contrib.seq2seq.sequence_loss", "tensorflow_addons.seq2seq.sequence_loss",
+                   "tensorflow.contrib.legacy_seq2seq.sequence_loss",
+                   "tensorflow.contrib.legacy_seq2seq.sequence_loss_by_example")
+LOGITS_OPS.update(dict.fromkeys(SEQUENCE_LOSSES, "softmax"))
 # What to use on probabilities instead of each op.
-PROBABILITY_LOSSES = {op: "sparse_categorical_crossentropy" if "sparse" in op else
+PROBABILITY_LOSSES = {op: "sparse_categorical_crossentropy" if "sparse" in op or op in SEQUENCE_LOSSES else
                       "categorical_crossentropy" if kind == "softmax" else "binary_crossentropy"
                       for op, kind in LOGITS_OPS.items()}
 
@@ -67,7 +73,7 @@ class SoftmaxThenFromLogits(Rule):
     summary = ("A loss that applies softmax/sigmoid itself (`from_logits=True`, the `*_with_logits` ops) is given "
                "a softmax/sigmoid output.")
     severity = "error"
-    tokens = (b"from_logits", b"_cross_entropy")  # the tf.nn `*_cross_entropy_with_logits`, TF 1's `losses.*`
+    tokens = (b"from_logits", b"_cross_entropy", b"sequence_loss")  # `*_cross_entropy_with_logits`, `losses.*`
     why = """
         `from_logits=True` tells the loss to apply softmax (or sigmoid) itself. When the model's
         last layer already applies it, softmax runs twice: the loss sees probabilities squashed
@@ -76,8 +82,9 @@ class SoftmaxThenFromLogits(Rule):
         Training runs without an error and plateaus. The same happens with
         `tf.nn.softmax_cross_entropy_with_logits(logits=probabilities)` (also `_v2`, the sparse,
         sigmoid and weighted ops, and TF 1's `tf.compat.v1.losses.softmax_cross_entropy`,
-        `sparse_softmax_cross_entropy` and `sigmoid_cross_entropy`, whose `logits` are logits by
-        definition), and with a sigmoid output fed to `BinaryCrossentropy(from_logits=True)`.
+        `sparse_softmax_cross_entropy` and `sigmoid_cross_entropy`, and the sequence losses of TF 1's
+        contrib and TF Addons, `sequence_loss(logits, targets, weights)`, whose `logits` are logits
+        by definition), and with a sigmoid output fed to `BinaryCrossentropy(from_logits=True)`.
         Measured: the `tf.nn` op on `softmax(logits)` gives 0.605 and 0.584 where the logits give
         0.085 and 0.051. The two activations need not be the same: a sigmoid output given to a
         softmax loss (or a softmax output to a sigmoid one) lies in (0, 1) too, and is as flat
@@ -170,6 +177,9 @@ class SoftmaxThenFromLogits(Rule):
                 "loss = tf.nn.weighted_cross_entropy_with_logits(y, p, pos_weight=3.0)\n", 3, "sigmoid"),
         Invalid("import tensorflow as tf\nprobs = tf.nn.sigmoid(tf.matmul(h, w))\n"
                 "loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, probs)\n", 3),
+        # a sequence loss takes logits first
+        Invalid("import tensorflow as tf\nprobs = tf.nn.softmax(tf.layers.dense(h, vocab))\n"
+                "loss = tf.contrib.seq2seq.sequence_loss(probs, targets, weights)\n", 3, "sequence_loss"),
         # a sigmoid output given to a softmax loss: squashed twice all the same
         Invalid("import tensorflow as tf\ndef net(x):\n    return tf.nn.sigmoid(tf.layers.dense(x, 10))\n"
                 "loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=net(x)))\n", 4,
@@ -210,7 +220,8 @@ class SoftmaxThenFromLogits(Rule):
         kind: Optional[str]
         probe: FromLogitsFields
         if name in LOGITS_OPS:  # the probe runs the op itself
-            kind, predictions, what, probe = LOGITS_OPS[name], arg(call, 1, "logits"), None, {"op": name}
+            position = 0 if name in SEQUENCE_LOSSES else 1
+            kind, predictions, what, probe = LOGITS_OPS[name], arg(call, position, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
             kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"
             probe = {"function": name.rsplit(".", 1)[-1], "call": ctx.flow.snippet(call)}
@@ -257,7 +268,8 @@ class SoftmaxThenFromLogits(Rule):
         twice = f"{kind} is applied twice" if squashed == kind else f"{squashed} and then {kind} are applied"
         twice += (", so the loss is flattened and the gradients are tiny; training plateaus without an error.")
         if what is None:
-            op = probe["op"].replace("tensorflow.losses.", "tf.compat.v1.losses.").replace("tensorflow.", "tf.")
+            op = probe["op"].replace("tensorflow.losses.", "tf.compat.v1.losses.").replace("tensorflow.", "tf.") \
+                .replace("tensorflow_addons.", "tfa.")
             message = (f"`{op}` applies {kind} to `logits` itself, but the `logits` given already went through "
                        f"{squashed} {where}: {twice} Pass the values from before the {squashed}, or give the "
                        f"probabilities to `tf.keras.losses.{PROBABILITY_LOSSES[probe['op']]}`.")

@@ -268,6 +268,9 @@ LOGITS_OPS = {
     "losses.sparse_softmax_cross_entropy": lambda y, z: tf.compat.v1.losses.sparse_softmax_cross_entropy(y, z),
     "losses.sigmoid_cross_entropy": lambda y, z: tf.compat.v1.losses.sigmoid_cross_entropy(y, z),
 }
+# The sequence losses (TF 1's contrib, TF Addons; neither in this TensorFlow) average the sparse op
+# over the time steps: one step stands for them.
+SEQUENCE_LOSSES = ("seq2seq.sequence_loss", "legacy_seq2seq.sequence_loss", "legacy_seq2seq.sequence_loss_by_example")
 LOSS_FUNCTIONS = ("sparse_categorical_crossentropy", "categorical_crossentropy", "categorical_focal_crossentropy",
                   "binary_crossentropy", "binary_focal_crossentropy")
 
@@ -276,6 +279,10 @@ def _loss_used(probe: dict, default_class: str, assumptions: List[str]):
     """(the loss as the flagged line computes it, its name in the evidence, sparse labels?):
     the `tf.nn` op or the Keras loss function it calls, else the loss object it builds."""
     op = ".".join(probe.get("op", "").split(".")[-2:])
+    if op in SEQUENCE_LOSSES:
+        assumptions.append(f"`{op.rsplit('.', 1)[1]}` is stood in by one time step of it, "
+                           "`tf.nn.sparse_softmax_cross_entropy_with_logits`")
+        op = "nn.sparse_softmax_cross_entropy_with_logits"
     if op in LOGITS_OPS:
         function = LOGITS_OPS[op]
         shown_op = f"tf.compat.v1.{op}" if op.startswith("losses.") else f"tf.{op}"
