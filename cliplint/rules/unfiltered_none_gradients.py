@@ -54,6 +54,12 @@ def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
     return None
 
 
+def _called(ctx: Context, attribute: cst.Attribute) -> cst.CSTNode:
+    """The call of a method (`g.numpy()`), else the attribute itself (`g.shape`)."""
+    parent = ctx.parent.get(attribute)
+    return parent if isinstance(parent, cst.Call) and parent.func is attribute else attribute
+
+
 class UnfilteredNoneGradients(Rule):
     code = "CL005"
     name = "unfiltered-none-gradients"
@@ -68,7 +74,8 @@ class UnfilteredNoneGradients(Rule):
         (a) An op that needs a tensor (`tf.clip_by_norm`, `tf.clip_by_value`, `tf.norm`,
         arithmetic, `tf.math.*`) applied to every gradient raises `ValueError: Attempt to convert
         a value (None) with an unsupported type (<class 'NoneType'>) to a Tensor.` the day one
-        variable gets no gradient. `tf.clip_by_global_norm`, `tf.linalg.global_norm` and
+        variable gets no gradient; a tensor's attribute (`g.numpy()`, as gradients are flattened for
+        SciPy's L-BFGS) raises `AttributeError`. `tf.clip_by_global_norm`, `tf.linalg.global_norm` and
         `apply_gradients` accept `None` entries, so they need no filter.
 
         (b) Filtering the gradients for `None` and then zipping them with the unfiltered variable
@@ -96,6 +103,11 @@ class UnfilteredNoneGradients(Rule):
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, model.trainable_variables)\n"
         "grads = [tf.clip_by_norm(g, 1.0) for g in grads if g is not None]\n",
+        # the attribute of a variable, not of its gradient; a guarded NumPy copy
+        "import numpy as np, tensorflow as tf\n"
+        "grads = tape.gradient(loss, model.trainable_variables)\n"
+        "names = [v.name for g, v in zip(grads, model.trainable_variables)]\n"
+        "flat = np.concatenate([g.numpy().ravel() for g in grads if g is not None])\n",
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, model.trainable_variables)\n"
         "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
@@ -146,6 +158,11 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
+        # gradients handed to SciPy's L-BFGS as one flat array: None has no `.numpy()`
+        Invalid("import numpy as np, tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "flat = np.concatenate([g.numpy().flatten() for g in grads]).astype('float64')\n", 3,
+                "has no attribute 'numpy'", "warning"),
         Invalid("import tensorflow as tf\n"
                 "def step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
@@ -196,6 +213,10 @@ class UnfilteredNoneGradients(Rule):
             parent = ctx.parent.get(use)
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None
+            error = NONE_ERROR
+            if isinstance(parent, cst.Attribute) and parent.value is use:  # `g.numpy()`: None has no attributes
+                op, op_node = f"`.{parent.attr.value}`", _called(ctx, parent)
+                error = f"AttributeError: 'NoneType' object has no attribute '{parent.attr.value}'."
             if op is None or op_node is None:
                 continue
             element = ctx.flow.gradient_element(use)
@@ -209,7 +230,7 @@ class UnfilteredNoneGradients(Rule):
             yield Report(op_node, (
                 f"{op} is applied to every gradient with no `None` check: {_none_source(ctx, grads)} None for "
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
-                f"then raises `{NONE_ERROR}` Skip None entries (`if g is not None`), or use "
+                f"then raises `{error}` Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
                 probe=NoneUnsafe(ctx.flow.snippet(loop_node(ctx.flow, binding.owner)), appended_lists(binding.owner),
                                  **probe_roles(ctx.flow.gradients, binding.value)))

@@ -127,13 +127,14 @@ KERAS3_BACKEND = frozenset({"epsilon"})
 LEGACY_OPTIMIZER_KEYWORDS = {"lr": "learning_rate", "decay": None}
 
 # Attributes a snippet may read on values (never on modules): variable lists, an optimizer's
-# clip options, a model's optimizer, list.append, and the shape of a tensor. Any other attribute
+# clip options, a model's optimizer, list.append, the shape of a tensor, and a tensor's value as a
+# NumPy array (`g.numpy().flatten()`, how gradients are handed to SciPy's optimizers). Any other attribute
 # of an unknown name (`args.lr`, `self.out`) is replaced whole by a stand-in; of any other value
 # it makes the probe `skipped`.
 ATTRIBUTES = frozenset("""
     trainable_variables trainable_weights variables weights non_trainable_variables non_trainable_weights
     optimizer model clipnorm clipvalue global_clipnorm learning_rate append apply_gradients apply
-    shape dtype name values indices dense_shape
+    shape dtype name values indices dense_shape numpy flatten
 """.split())
 # Attributes a snippet may assign (the CL001/CL002 changes under test).
 SETTABLE = frozenset({*CLIP_OPTIONS, "learning_rate", "optimizer"})
