@@ -143,6 +143,9 @@ MAPPERS = frozenset({"tensorflow.nest.map_structure", "tensorflow.map_fn", "tens
 # Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.
 LAYER_FUNCTIONS = {"tensorflow.layers.dense": (2, "activation"),
                    "tensorflow.contrib.layers.fully_connected": (2, "activation_fn")}
+# ... and of their number of units.
+LAYER_FUNCTION_UNITS = {"tensorflow.layers.dense": (1, "units"),
+                        "tensorflow.contrib.layers.fully_connected": (1, "num_outputs")}
 SEQUENTIAL = frozenset({"keras.Sequential", "keras.models.Sequential"})
 FUNCTIONAL = frozenset({"keras.Model", "keras.models.Model"})
 # Calls other than `model.compile(loss=...)` that give a Keras model the loss it is trained with,

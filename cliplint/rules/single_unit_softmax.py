@@ -10,17 +10,17 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg
 from ..flow.probabilities import activation_of
-from ..names import SEQUENTIAL, SOFTMAX
+from ..names import LAYER_FUNCTION_UNITS, SEQUENTIAL, SOFTMAX
 from ..probes import SingleUnit
 from . import Invalid, Rule
 
 SOFTMAX_LAYERS = ("keras.layers.Softmax", "keras.layers.Activation")
 # Every report starts at a Dense layer or a softmax (a function, or a layer applied)
-GATE = frozenset({"keras.layers.Dense", *SOFTMAX_LAYERS, *SOFTMAX})
+GATE = frozenset({"keras.layers.Dense", *LAYER_FUNCTION_UNITS, *SOFTMAX_LAYERS, *SOFTMAX})
 
 MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (measured: 0.99999994), so the "
            "model learns nothing; Keras 3 warns only at run time. Use a sigmoid with a binary loss, or two units "
-           "with softmax.")
+           "with softmax (for a one-unit attention score, the softmax over the positions: `axis=1`).")
 
 
 class SingleUnitSoftmax(Rule):
@@ -56,6 +56,8 @@ class SingleUnitSoftmax(Rule):
         "import tensorflow as tf\nout = tf.keras.layers.Dense(2, activation='softmax')(h)\n",
         # softmax over the other axis of a one-unit score: attention pooling over time
         "import tensorflow as tf\nscores = tf.keras.layers.Dense(1)(h)\nweights = tf.nn.softmax(scores, axis=1)\n",
+        "import tensorflow as tf\nscore = tf.layers.dense(h, 1)\nweights = tf.nn.softmax(score, axis=1)\n"
+        "gate = tf.layers.dense(h, 1, tf.nn.sigmoid)\n",
         "import torch\nout = torch.softmax(torch.nn.Linear(8, 1)(h), dim=-1)\n",
     ]
     INVALID = [
@@ -63,6 +65,10 @@ class SingleUnitSoftmax(Rule):
         Invalid("from tensorflow import keras\nmodel = keras.Sequential([keras.layers.Dense(8, activation='relu'),\n"
                 "    keras.layers.Dense(1), keras.layers.Activation('softmax')])\n", 3),
         Invalid("import tensorflow as tf\nlogit = tf.keras.layers.Dense(1)(h)\np = tf.nn.softmax(logit)\n", 3),
+        # TF 1's layer function: an attention score of one unit, normalised over that unit
+        Invalid("import tensorflow as tf\nscore = tf.layers.dense(tf.tanh(keys + query), 1)\n"
+                "alignment = tf.nn.softmax(score)\n", 3),
+        Invalid("import tensorflow as tf\np = tf.compat.v1.layers.dense(h, 1, tf.nn.softmax)\n", 2),
         Invalid("import tensorflow as tf\nunits = 1\nout = tf.keras.layers.Dense(units, 'softmax')(h)\n", 3),
         Invalid("from tensorflow.keras import layers, models\nmodel = models.Sequential()\n"
                 "model.add(layers.Dense(1))\nmodel.add(layers.Activation('softmax'))\n", 4),
@@ -79,6 +85,9 @@ class SingleUnitSoftmax(Rule):
             if name == "keras.layers.Dense" and self._one_unit(ctx, ctx.flow.bound(call)) \
                     and activation_of(ctx.flow, call) == "softmax":
                 yield Report(call, MESSAGE, probe=self._probe(ctx, call), fix=self._fix(ctx, call))
+            elif name in LAYER_FUNCTION_UNITS and self._one_unit(ctx, call) \
+                    and activation_of(ctx.flow, call) == "softmax":
+                yield Report(call, MESSAGE, probe=SingleUnit())  # TF 1's `tf.layers.dense(h, 1, tf.nn.softmax)`
             elif name in SEQUENTIAL:
                 yield from self._sequential(ctx, call)
             elif self._softmax_of_one_unit(ctx, call):
@@ -86,7 +95,9 @@ class SingleUnitSoftmax(Rule):
 
     @staticmethod
     def _one_unit(ctx: Context, dense: cst.Call) -> bool:
-        return ctx.flow.constant(arg(dense, 0, "units")) == 1
+        """`Dense(1)`, or TF 1's `tf.layers.dense(h, 1)` (a layer function: its inputs come first)."""
+        units = LAYER_FUNCTION_UNITS.get(ctx.call_name(dense) or "", (0, "units"))
+        return ctx.flow.constant(arg(dense, *units)) == 1
 
     def _probe(self, ctx: Context, layer: cst.Call) -> SingleUnit:
         return SingleUnit(ctx.flow.snippet(ctx.flow.bound(layer)))  # a partial run as the library sees it
@@ -121,10 +132,13 @@ class SingleUnitSoftmax(Rule):
                     and activation_of(ctx.flow, layer) == "softmax" and arg(layer, 99, "axis") is None):
                 return False
         source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")
-        value = ctx.flow.value_of(source) if isinstance(source, cst.Name) else source
-        dense = ctx.flow.probabilities.layer_applied(value) if isinstance(value, cst.Call) else None
-        return dense is not None and ctx.call_name(dense) == "keras.layers.Dense" and self._one_unit(ctx, dense) \
-            and activation_of(ctx.flow, dense) is None
+        value = ctx.flow.value_of(source) if isinstance(source, (cst.Name, cst.Attribute)) else source
+        dense = None
+        if isinstance(value, cst.Call):  # a layer function's call is its output; a layer's is where it is applied
+            applied = ctx.flow.probabilities.layer_applied(value)
+            dense = value if ctx.call_name(value) in LAYER_FUNCTION_UNITS else applied
+        return dense is not None and ctx.call_name(dense) in ("keras.layers.Dense", *LAYER_FUNCTION_UNITS) \
+            and self._one_unit(ctx, dense) and activation_of(ctx.flow, dense) is None
 
     @staticmethod
     def _fix(ctx: Context, dense: cst.Call) -> Optional[Fix]:
