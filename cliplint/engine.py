@@ -11,14 +11,14 @@ import os
 import signal
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from . import catalogue
 from .cache import LastRun, result_cache, stat_key
 from .discovery import Target, discover, display_of, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
-from .lint import lint_bytes, prefilter, untouched
+from .lint import lint_bytes, prefilter, reached_from_importers, untouched
 from .project.session import CURRENT, Project
 from .settings import CONFIG_SUFFIXES, Config
 
@@ -122,7 +122,7 @@ def _lint_data(path: str, data: bytes, codes, display: str) -> Tuple[List[Findin
         return lint_notebook(path, data, rules, display) if prefilter(data, rules) else ([], False)
     tokens = catalogue.tokens(codes)
     found = untouched(data, tokens, display) if tokens is not None else None  # no rule, no libcst
-    if found is not None:
+    if found is not None and not reached_from_importers(path):
         return found, False
     return lint_bytes(path, data, _rules(codes), display)
 
@@ -159,16 +159,30 @@ def run(paths: Sequence[str], config: Config, jobs: int = 1, cache: Optional[str
         if hit is None:
             misses.append(index)
         results[index] = hit
-    linted = _map(partial(lint_linked, project=project), [targets[i] for i in misses], jobs)
-    for index, result in zip(misses, linted):
-        results[index] = result[:2]
-        if result[2]:  # its findings depend on other files: only the content cache checks those
-            keys[index] = None
+    imported = _lint_misses(targets, misses, results, keys, project, jobs)
+    # A file linted afresh may be a new (or changed) importer of a file answered from the cache,
+    # whose findings may now come in through it (`losses.ce(model(x), y)`): that one is linted too.
+    fresh = set(misses)
+    again = [index for index, target in enumerate(targets)
+             if index not in fresh and results[index] is not None and os.path.abspath(target.path) in imported]
+    _lint_misses(targets, again, results, keys, project, jobs)
     if last is not None:
         last.save(_entries(last, targets, keys, results, remembered))
     findings = [f for found, _ in results for f in found]
     findings.sort(key=Finding.sort_key)
     return RunResult(findings, len(targets), any(crashed for _, crashed in results), warnings)
+
+
+def _lint_misses(targets: List[Target], indices: List[int], results: List, keys: List, project: Project,
+                 jobs: int) -> Set[str]:
+    """Lint the files at `indices` into `results`; the project's modules they read."""
+    read: Set[str] = set()
+    for index, result in zip(indices, _map(partial(lint_linked, project=project), [targets[i] for i in indices], jobs)):
+        results[index] = result[:2]
+        if result[2]:  # its findings depend on other files: only the content cache checks those
+            keys[index] = None
+        read.update(result[2])
+    return read
 
 
 def _last_run(cache: Optional[str], paths: Sequence[str]) -> Optional[LastRun]:

@@ -27,7 +27,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display: Optional[str] =
                ) -> Tuple[List[Finding], bool]:
     display = display or path
     found = untouched(data, [token for rule in rules for token in rule.tokens], display)
-    if found is not None:
+    if found is not None and not reached_from_importers(path):
         return found, False
     text, failure = decode_python(display, data)
     if failure:
@@ -72,6 +72,10 @@ def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List
     from .trees import cpython_tree
 
     tree = _without_gc(cpython_tree, text)  # the ast gate's; its walk also measures the nesting gate's depth
+    if tree is None:
+        read = _as_python3(path, text, rules, display)
+        if read is not None:
+            return read
     facts = _without_gc(Facts, tree) if tree is not None else None  # iterative: any depth
     imported = _imported(path, tree)
     if imported is not None and facts is not None:  # what a helper holds counts as the file's for the gate
@@ -101,6 +105,34 @@ def lint_text(path: str, text: str, rules: Sequence, display: str) -> Tuple[List
             return lint_module(path, text, rules, display, lines, gated=True)
         result, died = contained(lint_module, path, text, rules, display, lines, True)
     return (died_parsing(display, died), False) if died else result
+
+
+def _as_python3(path: str, text: str, rules: Sequence, display: str) -> Optional[Tuple[List[Finding], bool]]:
+    """A Python 2 file (`print x`, `except E, e:`) linted as the Python 3 it is otherwise
+    (`python2.readable`), with its syntax error still reported: it does not run on Python 3.
+    No fix is offered: the text analysed is not the file's."""
+    from .python2 import readable
+
+    found = readable(text)
+    error = unparsable(text, display)
+    if found is None or error is None:
+        return None
+    rewritten, lines = found
+    findings, crashed = lint_text(path, rewritten, rules, display)
+    shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+    error = replace(error, message=f"{error.message} (Python 2: line{'s' if len(lines) > 1 else ''} {shown} "
+                                   f"read as Python 3, the rest linted)")
+    return [error, *(replace(f, fix=None) for f in findings if f.code != error.code)], crashed
+
+
+def reached_from_importers(path: str) -> bool:
+    """Is the file imported by its project's modules, which may give it what a rule reports
+    (`losses.ce(model(x), y)` for a file holding only the log)? The byte prefilter then cannot
+    skip it: the gate decides, with the importers' code (`project.session.add_gate_facts`)."""
+    from .project.session import CURRENT
+
+    reading = CURRENT.get()
+    return reading is not None and bool(reading.importers(path))
 
 
 def _imported(path: str, tree) -> Optional["Imported"]:

@@ -84,6 +84,26 @@ class CallSummaries(LocalFlow):
                 return found[-1]
         return None
 
+    def dispatched(self, call: cst.Call) -> List[Function]:
+        """The functions a call may run: its callee, and for `self.head(x)` the overrides of the
+        method in the subclasses (a base class's abstract `raise NotImplementedError`, or a
+        default, is not what a subclass's instance runs)."""
+        called = self.callee(call)
+        if not isinstance(called, (cst.FunctionDef, cst.Lambda)):
+            return []
+        func = call.func
+        on_self = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+        return [called, *self.overrides(called)] if on_self else [called]
+
+    def overrides(self, method: Function) -> List[cst.FunctionDef]:
+        """The methods of the same name in the subclasses of `method`'s class (this module's, and
+        those of linked modules: a base class whose subclasses live in the modules importing it)."""
+        cls = self.scope_of(method)
+        if not isinstance(method, cst.FunctionDef) or not isinstance(cls, cst.ClassDef):
+            return []
+        return [m for sub in self.ctx.nodes(cst.ClassDef) if sub is not cls and cls in self.bases(sub)
+                for m in sub.body.body if isinstance(m, cst.FunctionDef) and m.name.value == method.name.value]
+
     def bases(self, cls: cst.ClassDef, depth: int = 0) -> List[cst.ClassDef]:
         """The bases of a class that are defined in this module, nearest first."""
         found: List[cst.ClassDef] = []

@@ -90,12 +90,9 @@ def _returned(flow: Dataflow, call: cst.Call) -> List[Origin]:
     func = call.func
     if isinstance(func, cst.Name) and func.value in PASS_THROUGH and len(call.args) == 1 and not call.args[0].star:
         return [Origin(call.args[0].value, ())]
-    function = flow.callee(call)
-    if not isinstance(function, (cst.FunctionDef, cst.Lambda)):
-        return []
     via = (flow.describe_call(call),)
-    return [Origin(value, via) for value in flow.returned(function)
-            if not (isinstance(function, cst.FunctionDef) and flow.not_taken(value, function, call))]
+    return [Origin(value, via) for called in flow.dispatched(call) for value in flow.returned(called)
+            if not (isinstance(called, cst.FunctionDef) and flow.not_taken(value, called, call))]
 
 
 def iterated(binding: Binding) -> Optional[cst.BaseExpression]:

@@ -278,7 +278,9 @@ class Dataflow(CallSummaries, FlagDefaults):
         scope = self.scope_of(use)
         innermost = True
         while scope is not None:
-            found = [b for b in self._bindings.get((scope, use.value), []) if b.kind != "append"]
+            # a class's names are seen from its body only, not from its methods (Python's rule)
+            found = [b for b in self._bindings.get((scope, use.value), []) if b.kind != "append"] \
+                if innermost or not isinstance(scope, cst.ClassDef) else []
             if found:
                 before = [b for b in found if b.visible_from <= at]
                 if before:

@@ -5,6 +5,7 @@ they are written into, and parameters a call of their function passes one into.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple, cast
 
 import libcst as cst
@@ -428,10 +429,9 @@ class Probabilities:
         found = self._built_model(value, seen, padded, call)
         if found is not None or call is None:
             return found._replace(via=via + found.via) if found is not None else None
-        called = flow.callee(call)
-        if isinstance(called, (cst.FunctionDef, cst.Lambda)):
-            return self._from_returns(called, call, lambda r: self.probability(r, seen, padded), seen)
-        return None  # Net()(x) is rare; Net(x) builds an object
+        follow = partial(self.probability, seen=seen, padded=padded)
+        returned = (self._from_returns(called, call, follow, seen) for called in flow.dispatched(call))
+        return next(filter(None, returned), None)  # Net()(x) is rare; Net(x) builds an object
 
     def _built_model(self, value: cst.BaseExpression, seen: FrozenSet[cst.CSTNode], padded: bool,
                      call: Optional[cst.Call]) -> Optional[Source]:

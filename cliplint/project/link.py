@@ -140,10 +140,11 @@ class Linked:
         self.module = ctx.module
         self._parts = parts  # in numbering order
         self._by_ref = {part.ref: part.module for part in parts}
+        self._by_ref[imported.path] = ctx.module  # an importer's use of the file: the file's own nodes
         self._tables: Dict[cst.CSTNode, Table] = {ctx.module: imported.table}
         for part in parts:
             self._tables[part.module] = table_of(part.summary)
-        self._lookup = Lookup(imported.summaries.get)
+        self._lookup = Lookup(imported.summaries.get, imported.home)
         self._by_type: Dict[type, List[cst.CSTNode]] = {}
 
     # --- ModuleIndex: the file's, with the summaries' nodes ---------------------------------
@@ -197,7 +198,8 @@ class Linked:
     def imported(self, module: cst.CSTNode, name: str) -> Optional[Tuple[cst.Module, str]]:
         """The summary module, and the name in it, that `name` (dotted: `models.build`) means in
         `module` (the file's or a summary's) through the project's imports; None when it is not
-        a definition of a module linked in."""
+        a definition of a module linked in. An importer's name for the file's own definition is
+        the file's module (`losses.ce(model(x), y)` in a script importing the file)."""
         table = self._tables.get(module)
         target = self._lookup.chain(table, name) if table is not None else None
         if target is None or target[0] != "def" or target[1] not in self._by_ref:
@@ -259,7 +261,7 @@ def link_on_demand(ctx):
     from .session import CURRENT
 
     reading = CURRENT.get()
-    if reading is None or not _may_import_project(ctx, reading.src):
+    if reading is None or not (_may_import_project(ctx, reading.src) or reading.importers(os.path.abspath(ctx.path))):
         return ctx
     try:
         tree = ast.parse(ctx.source)

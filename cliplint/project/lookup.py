@@ -7,7 +7,7 @@ or star-imported, each (module, name) at most once, so import cycles end.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from .resolve import Entry, submodule
 
@@ -20,8 +20,13 @@ def table_of(summary: dict) -> Table:
 
 
 class Lookup:
-    def __init__(self, summary_of: Callable[[str], Optional[dict]]) -> None:
+    """`home`: the file being linted and its top-level names, which are definitions whatever its
+    summary keeps (its importers' names resolve to its own nodes, `link.Linked.imported`)."""
+
+    def __init__(self, summary_of: Callable[[str], Optional[dict]],
+                 home: Optional[Tuple[str, FrozenSet[str]]] = None) -> None:
         self.summary_of = summary_of
+        self.home = home
         self._tables: Dict[str, Table] = {}  # module file -> its summary's table
 
     def table(self, ref: str, summary: dict) -> Table:
@@ -58,6 +63,8 @@ class Lookup:
         if (ref, name) in seen or len(seen) > MAX_STEPS:
             return None
         seen.add((ref, name))
+        if self.home is not None and ref == self.home[0] and name in self.home[1]:
+            return ("def", ref, name)
         summary = self.summary_of(ref)
         if summary is not None:
             if name in summary["defined"]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 Entry = Tuple[str, ...]  # ("module", ref) | ("name", ref, name)
 
@@ -112,6 +112,22 @@ def import_map(statements: Sequence[ast.stmt], path: str, roots: Sequence[str]
             else:
                 entries[alias.asname or alias.name] = ("name", ref, alias.name)
     return entries, stars
+
+
+def imported_modules(statements: Sequence[ast.stmt], path: str, roots: Sequence[str]) -> Set[str]:
+    """The module files `statements` (of the module at `path`) import: by their names (`import
+    a.b`, `from a.b import x`, relatively) and as a package's submodules (`from a import b`)."""
+    found: Set[str] = set()
+    for node in _imports(statements):
+        if isinstance(node, ast.Import):
+            found.update(ref for ref in (module_ref(alias.name, roots) for alias in node.names) if ref is not None)
+            continue
+        ref = _from_ref(node, path, roots)
+        if ref is not None:
+            found.add(ref)
+            found.update(sub for sub in (submodule(ref, alias.name) for alias in node.names if alias.name != "*")
+                         if sub is not None)
+    return found
 
 
 def _imports(statements: Sequence[ast.stmt]) -> Iterator[Union[ast.Import, ast.ImportFrom]]:

@@ -11,18 +11,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from ..cache import code_fingerprint, open_store, stat_key
 from ..files import decode_python, read_regular
 from ..settings import DEFAULT_MAX_FILE_SIZE
+from .importers import Importers
 from .lookup import Lookup, Table
 from .resolve import import_map
-from .roots import source_roots
-from .summary import chains, summarise
+from .roots import project_root, source_roots
+from .summary import chains, summarise, top_names
 
 if TYPE_CHECKING:  # CPython's ast facts: imported only when a gate is widened
     from ..facts import Facts
@@ -43,6 +45,7 @@ class Project:
     def __init__(self, cache: Optional[str] = None, buffers: Optional[Callable[[str], Optional[str]]] = None) -> None:
         self.cache = cache
         self.buffers = buffers
+        self.importers = Importers(fresh=buffers is not None)
         self._memo: Dict[Tuple[str, Tuple[str, ...]], Tuple[object, Optional[dict]]] = {}
 
     def __getstate__(self) -> dict:  # a pool's workers: the folder only (buffers are the editor's)
@@ -96,10 +99,12 @@ class Project:
         return open_store(self.cache, "summaries")[0] if self.cache is not None else None
 
     def unchanged(self, reads: Reads, src: Tuple[str, ...]) -> bool:
-        """Do the modules a cached result read still summarise to what it read?"""
-        for ref, digest in reads.items():
+        """Do the modules a cached result read (those it imports, those importing it) still
+        summarise to what it read? A new importer is a file linted afresh: the engine then
+        re-lints what it imports (`engine.run`)."""
+        for ref, recorded in reads.items():
             found = self.summary(ref, src)
-            if found is None or found["hash"] != digest:
+            if found is None or found["hash"] != recorded:
                 return False
         return True
 
@@ -124,7 +129,8 @@ class Imported:
     table: Table
     summaries: Dict[str, dict]
     linked: Dict[str, List[str]]  # module file -> the definitions of it the file is linked with
-    names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules
+    names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules, or used by them
+    home: Optional[Tuple[str, FrozenSet[str]]] = None  # the file and its top-level names (`lookup.Lookup`)
 
 
 @dataclass
@@ -134,34 +140,68 @@ class Reading:
     reads: Reads = field(default_factory=dict)
 
     def prepare(self, path: str, tree: ast.Module) -> Optional[Imported]:
-        """The summaries the module `tree` (at `path`) uses, or None when it imports none of
-        the project's modules."""
+        """The summaries the module `tree` (at `path`) uses, and those of the modules that import
+        it; None when it neither imports the project's modules nor is imported by one."""
+        path = os.path.abspath(path)  # as the modules' files are known
         entries, stars = import_map(tree.body, path, source_roots(path, self.src))
-        if not entries and not stars:
+        importers = self.importers(path)
+        if not entries and not stars and not importers:
             return None
         consulted: Dict[str, dict] = {}
-        lookup = Lookup(lambda ref: self._summary(ref, consulted))
+        home = (path, top_names(tree.body))
+        lookup = Lookup(lambda ref: self._summary(ref, consulted), home)
         table: Table = (entries, stars)
         used = {c for c in chains(tree) if stars or c.split(".")[0] in entries}
         heads = {head for head in {c.split(".")[0] for c in used} if lookup.chain(table, head) is not None}
-        defined = self._definitions(lookup, [(table, c) for c in sorted(used) if c.split(".")[0] in heads])
+        wanted = [(table, c) for c in sorted(used) if c.split(".")[0] in heads]
+        callers, names = self._callers(lookup, path, importers)
+        wanted += [(lookup.table(ref, consulted[ref]), read) for ref, name in callers
+                   for read in consulted[ref]["reads"].get(name, [])]  # what the importers' code uses in turn
         linked: Dict[str, List[str]] = {}
-        for ref, name in defined:
+        for ref, name in callers + self._definitions(lookup, wanted, path):
             if ref in linked or len(linked) < MAX_MODULES:
                 linked.setdefault(ref, []).append(name)
-        for ref, names in linked.items():
-            linked[ref] = _with_uses(consulted[ref], names)
-        return Imported(path, table, consulted, linked, set(entries) | heads)
+        for ref, names_of in linked.items():
+            linked[ref] = _with_uses(consulted[ref], names_of)
+        return Imported(path, table, consulted, linked, set(entries) | heads | names, home)
 
-    def _definitions(self, lookup: Lookup, wanted: List[Tuple[Table, str]]) -> List[Tuple[str, str]]:
+    def importers(self, path: str) -> List[str]:
+        """The project's files whose imports resolve to `path` (`importers.Importers`)."""
+        here = os.path.dirname(os.path.abspath(path))
+        return self.project.importers.of(os.path.abspath(path), project_root(here) or here, self.src)
+
+    @staticmethod
+    def _callers(lookup: Lookup, path: str, importers: List[str]) -> Tuple[List[Tuple[str, str]], Set[str]]:
+        """The definitions of the importers that use what they import from `path` (a call of
+        its function, a subclass of its class, its module named), and the names of `path` used."""
+        callers: List[Tuple[str, str]] = []
+        used: Set[str] = set()
+        for ref in importers:
+            summary = lookup.summary_of(ref)
+            if summary is None:
+                continue
+            table = lookup.table(ref, summary)
+            mine: Dict[str, Optional[str]] = {}  # local name -> the name of `path` it is (None: the module)
+            for local in summary["imports"]:
+                target = lookup.chain(table, local)
+                if target is not None and target[1] == path:
+                    mine[local] = target[2] if target[0] == "def" else None
+            for name, reads in summary["reads"].items():
+                heads = [read.split(".") for read in reads if read.split(".")[0] in mine]
+                if heads:
+                    callers.append((ref, name))
+                    used.update(mine[head[0]] or (head[1] if len(head) > 1 else head[0]) for head in heads)
+        return callers, used
+
+    def _definitions(self, lookup: Lookup, wanted: List[Tuple[Table, str]], path: str) -> List[Tuple[str, str]]:
         """The (module, name) definitions the dotted names reach, then those their code reads,
-        breadth first, `MAX_HOPS` deep."""
+        breadth first, `MAX_HOPS` deep (not the file's own, `path`'s: those are its nodes)."""
         found: Dict[Tuple[str, str], None] = {}
         for _ in range(MAX_HOPS):
             following: List[Tuple[Table, str]] = []
             for table, dotted in wanted:
                 target = lookup.chain(table, dotted)
-                if target is None or target[0] != "def" or (target[1], target[2]) in found:
+                if target is None or target[0] != "def" or (target[1], target[2]) in found or target[1] == path:
                     continue
                 found[(target[1], target[2])] = None
                 summary = lookup.summary_of(target[1])

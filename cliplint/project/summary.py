@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..catalogue import TOKENS
 from .resolve import import_map
@@ -65,6 +65,11 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
 def _finished(summary: dict) -> dict:
     summary["hash"] = hashlib.sha256(json.dumps(summary, sort_keys=True).encode()).hexdigest()
     return summary
+
+
+def top_names(body: Sequence[ast.stmt]) -> FrozenSet[str]:
+    """The names a module's top level defines or assigns (what its importers may use)."""
+    return frozenset(_units(body))
 
 
 def _units(body: Sequence[ast.stmt]) -> Dict[str, ast.stmt]:

@@ -158,11 +158,6 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
-        # gradients handed to SciPy's L-BFGS as one flat array: None has no `.numpy()`
-        Invalid("import numpy as np, tensorflow as tf\n"
-                "grads = tape.gradient(loss, model.trainable_variables)\n"
-                "flat = np.concatenate([g.numpy().flatten() for g in grads]).astype('float64')\n", 3,
-                "has no attribute 'numpy'", "warning"),
         Invalid("import tensorflow as tf\n"
                 "def step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    grads = tape.gradient(loss, model.trainable_variables)\n"
@@ -193,6 +188,11 @@ class UnfilteredNoneGradients(Rule):
                 "    tower_grads.append(opt.compute_gradients(loss))\n"
                 "for grad_and_vars in zip(*tower_grads):\n"
                 "    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n", 6),
+        # gradients handed to SciPy's L-BFGS as one flat array: None has no `.numpy()`
+        Invalid("import numpy as np, tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "flat = np.concatenate([g.numpy().flatten() for g in grads]).astype('float64')\n", 3,
+                "has no attribute 'numpy'", "warning"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
