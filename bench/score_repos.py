@@ -1,0 +1,70 @@
+"""Score cliplint on a labelled set with each repository whole, as a user runs it.
+
+`../shared/realcode/score.py` copies only the labelled files into a scratch folder, so a finding
+that needs another module of the repository (a loss library called from a script, a builder
+imported from `models.py`) cannot count there. This runs `cliplint .` in each clone (checked out
+at the rows' commit) and matches the rows the same way: a MISTAKE is found when a finding of its
+code is within 3 lines of it, a CORRECT row is a false positive when one is.
+
+    TSV=bench/fresh-set-11/second.tsv REFS=/work/fresh-set-11/refs python bench/score_repos.py cliplint
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "realcode" / "score.py"
+
+
+def _scorer():
+    """The shared script, for its row parsing and its notebook cell -> JSON line mapping."""
+    spec = importlib.util.spec_from_file_location("realcode_score", SHARED)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def main(command: str) -> None:
+    shared = _scorer()
+    refs = Path(os.environ["REFS"])
+    rows = [line.split("\t") for line in Path(os.environ["TSV"]).read_text().splitlines()[1:] if line.strip()]
+    found = mistakes = fp = correct = 0
+    by_repo = defaultdict(list)
+    for row in rows:
+        by_repo[row[0]].append(row)
+    for repo, repo_rows in sorted(by_repo.items()):
+        root = refs / repo.replace("/", "+")
+        proc = subprocess.run([command, "--output-format", "json", "--isolated", "--exit-zero", "--no-cache", "."],
+                              cwd=root, capture_output=True, text=True, timeout=1800)
+        got = defaultdict(list)
+        for finding in json.loads(proc.stdout or "[]"):
+            path, line = Path(finding["path"]).as_posix().lstrip("./"), int(finding["line"])
+            if finding.get("cell") is not None:
+                raw = (root / path).read_text(encoding="utf-8", errors="replace")
+                line = shared.notebook_line(raw, int(finding["cell"]), line)
+                if line is None:
+                    continue
+            got[(path, finding["code"])].append(line)
+        for _, path, spec, _, rule, label, why in repo_rows:
+            lo, hi = shared.lines_of(spec)
+            codes = set(rule.split("|"))
+            hit = any(lo - 3 <= line <= hi + 3 for code in codes for line in got.get((path, code), []))
+            if label == "MISTAKE":
+                mistakes += 1
+                found += hit
+                print("FOUND " if hit else "MISSED", repo, path, lo, rule, "-", why[:90])
+            else:
+                correct += 1
+                fp += hit
+                if hit:
+                    print("FALSE-POSITIVE", repo, path, lo, rule, "-", why[:90])
+    print(f"whole repositories: found {found}/{mistakes} fp {fp}/{correct}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "cliplint")
