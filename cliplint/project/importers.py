@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import time
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..cache import StatKey, stat_key
@@ -27,17 +28,20 @@ IMPORT_STATEMENT = re.compile(
 WORD = re.compile(rb"[A-Za-z_]\w*")
 MAX_FILES = 4000  # a project is scanned up to this many files (a checkout with a vendored world stops here)
 MAX_IMPORTERS = 8  # importers linked into one file, the nearest first
+REWALK_SECONDS = 2.0
 
 
 class Importers:
     """The import words of a project's files, read once per run; `fresh` (an editor's session,
-    whose files change under it) re-reads each file whose `stat` changed at every question."""
+    whose files change under it) walks the project again when asked `REWALK_SECONDS` after the
+    last walk (not at every keystroke), re-reading the files whose `stat` changed."""
 
     def __init__(self, fresh: bool = False) -> None:
         self.fresh = fresh
         # file -> (its stat, the words of its imports, those import statements)
         self._files: Dict[str, Tuple[Optional[StatKey], FrozenSet[str], Tuple[str, ...]]] = {}
         self._roots: Dict[str, Dict[str, List[str]]] = {}  # root -> word -> the files naming it
+        self._walked: Dict[str, float] = {}  # root -> when it was last walked (`fresh`)
         self._resolved: Dict[Tuple[str, Tuple[str, ...], Optional[StatKey]], FrozenSet[str]] = {}
 
     def of(self, path: str, root: str, src: Sequence[str] = ()) -> List[str]:
@@ -50,8 +54,10 @@ class Importers:
         return found[:MAX_IMPORTERS]
 
     def _index(self, root: str) -> Dict[str, List[str]]:
-        if root in self._roots and not self.fresh:
+        walked = self._walked.get(root)
+        if root in self._roots and (not self.fresh or time.monotonic() - (walked or 0.0) < REWALK_SECONDS):
             return self._roots[root]
+        self._walked[root] = time.monotonic()
         index: Dict[str, List[str]] = {}
         for path in _python_files(root):
             for word in self._read(path):
