@@ -53,10 +53,10 @@ class Flow(Dataflow):
     def gradient_list(self, expr: Optional[cst.BaseExpression]) -> Optional[GradList]:
         return self.gradients.gradient_list(expr)
 
-    def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
+    def gradient_element(self, use: cst.BaseExpression) -> Optional[Tuple[GradList, Binding]]:
         return self.gradients.gradient_element(use)
 
-    def element_taken(self, use: cst.Name, result: cst.CSTNode) -> Optional[Element]:
+    def element_taken(self, use: cst.BaseExpression, result: cst.CSTNode) -> Optional[Element]:
         return self.gradients.element_taken(use, result)
 
     def none_guarded(self, use: cst.Name, binding: Binding) -> bool:

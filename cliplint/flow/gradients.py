@@ -34,7 +34,7 @@ class Element(NamedTuple):
     """One element of a gradient list, as a value made of it is gathered (`element_taken`)."""
 
     grads: GradList
-    name: cst.Name  # the loop or comprehension name that is the element
+    name: cst.BaseExpression  # the loop or comprehension name that is the element (or `gv[0]` of a pair)
     binding: Binding  # that name's binding: the loop, comprehension or mapped lambda
     stands_for: cst.CSTNode  # what the loop gathers: the value itself, or the helper call returning it
 
@@ -233,8 +233,13 @@ class Gradients:
             return None
         return Clipping(clipped, source, call)
 
-    def gradient_element(self, use: cst.Name) -> Optional[Tuple[GradList, Binding]]:
-        """Is this name one element of a gradient list, bound by a loop or comprehension?"""
+    def gradient_element(self, use: cst.BaseExpression) -> Optional[Tuple[GradList, Binding]]:
+        """Is this name one element of a gradient list, bound by a loop or comprehension? Also
+        `gv[0]`: the gradient of a `(grad, var)` pair bound to one name."""
+        if isinstance(use, cst.Subscript):
+            return self._pair_gradient(use)
+        if not isinstance(use, cst.Name):
+            return None
         binding = self.flow.binding_of(use)
         if binding is None or binding.kind != "iter" or binding.value is None:
             return None
@@ -248,7 +253,17 @@ class Gradients:
             return None
         return element[0], binding
 
-    def element_taken(self, use: cst.Name, result: cst.CSTNode) -> Optional[Element]:
+    def _pair_gradient(self, item: cst.Subscript) -> Optional[Tuple[GradList, Binding]]:
+        pair = item.value
+        if not isinstance(pair, cst.Name) or self._index(item) != 0:
+            return None
+        binding = self.flow.binding_of(pair)
+        if binding is None or binding.kind != "iter" or binding.value is None or binding.path:
+            return None
+        grads = self.gradient_list(binding.value)
+        return (grads, binding) if grads is not None and grads.pairs else None
+
+    def element_taken(self, use: cst.BaseExpression, result: cst.CSTNode) -> Optional[Element]:
         """The gradient element `use` is, where `result` (what is made of it) lands: `use` itself
         is one (`[tf.clip_by_norm(g, c) for g in grads]`), or it is the parameter of a helper
         returning `result` that a call passes an element (`[clip(g) for g in grads]` of `def
@@ -263,7 +278,7 @@ class Gradients:
             return None
         for call in self.flow.call_sites(binding.owner):
             passed = self.flow.argument_for(call, binding.owner, binding.name)
-            if not isinstance(passed, cst.Name):
+            if not isinstance(passed, (cst.Name, cst.Subscript)):
                 continue
             found = self.gradient_element(passed)
             if found is not None:

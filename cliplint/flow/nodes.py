@@ -149,14 +149,20 @@ def is_none(node: Optional[cst.CSTNode]) -> bool:
 
 
 def tests_none(node: cst.CSTNode, name: str) -> bool:
-    """Does `node` compare `name` with None anywhere (`g is not None`, `g is None`, `g != None`)?"""
+    """Does `node` compare `name` (or an item of it: `gv[0]` of a `(grad, var)` pair) with None
+    anywhere (`g is not None`, `g is None`, `g != None`)?"""
     for sub in walk(node):
         if isinstance(sub, cst.Comparison) and len(sub.comparisons) == 1:
             left, right = sub.left, sub.comparisons[0].comparator
-            pair = {getattr(left, "value", None), getattr(right, "value", None)}
-            if name in pair and (is_none(left) or is_none(right)):
+            if name in (_tested(left), _tested(right)) and (is_none(left) or is_none(right)):
                 return True
     return False
+
+
+def _tested(side: cst.BaseExpression) -> Optional[str]:
+    while isinstance(side, cst.Subscript):
+        side = side.value
+    return side.value if isinstance(side, cst.Name) else None
 
 
 def arg(call: cst.Call, index: int, keyword: Optional[str] = None) -> Optional[cst.BaseExpression]:

@@ -110,6 +110,10 @@ class PerTensorClipNorm(Rule):
                 "capped = [(tf.clip_by_norm(g, 5.0), v) for g, v in gvs if g is not None]\n"
                 "train_op = optimizer.apply_gradients(capped)\n", 3),
         # TF 1 pairs updated in place
+        # the pair bound to one name, its gradient taken by index
+        Invalid("import tensorflow.compat.v1 as tf\ngrads_and_vars = opt.compute_gradients(loss, params)\n"
+                "clipped = [(tf.clip_by_norm(gv[0], 40.0), gv[1]) for gv in grads_and_vars]\n"
+                "train_op = opt.apply_gradients(clipped)\n", 3),
         Invalid("import tensorflow as tf\ngvs = opt.compute_gradients(loss)\n"
                 "for i, (g, v) in enumerate(gvs):\n"
                 "    gvs[i] = (tf.clip_by_norm(g, 10.0), v)\n"
@@ -156,17 +160,19 @@ class PerTensorClipNorm(Rule):
         return Fix(f"clip the global norm: `{ctx.text(first)}`", UNSAFE, ((owner, first),))
 
     @staticmethod
-    def _pair_by_pair(ctx: Context, tensor: cst.Name, grads, binding) -> bool:
+    def _pair_by_pair(ctx: Context, tensor: cst.BaseExpression, grads, binding) -> bool:
         """A loop over `(grad, var)` pairs that tests each gradient for None before clipping it
         handles the variables one by one, on purpose (see `why`); a comprehension's filter only
         drops the None ones, and a plain list's loop does not have the variables at hand."""
-        return grads.pairs and isinstance(binding.owner, cst.For) and ctx.flow.none_guarded(tensor, binding)
+        name = tensor.value if isinstance(tensor, cst.Subscript) else tensor  # `gv[0]`: the pair's name
+        return grads.pairs and isinstance(binding.owner, cst.For) and isinstance(name, cst.Name) \
+            and ctx.flow.none_guarded(name, binding)
 
     @staticmethod
-    def _helper(ctx: Context, call: cst.Call, element: Element, tensor: cst.Name) -> dict:
+    def _helper(ctx: Context, call: cst.Call, element: Element, tensor: cst.BaseExpression) -> dict:
         """The probe's helper fields when a helper's call stands for the clip of its parameter `tensor`."""
         helper = element.stands_for
-        if helper is call or not isinstance(helper, cst.Call):
+        if helper is call or not isinstance(helper, cst.Call) or not isinstance(tensor, cst.Name):
             return {}
         return {"helper": Name(ctx.text(helper.func)), "parameter": Name(tensor.value)}
 
@@ -178,7 +184,7 @@ class PerTensorClipNorm(Rule):
             if ctx.flow.called_name(call) != "tensorflow.clip_by_norm":  # also through a partial
                 continue
             tensor = arg(ctx.flow.bound(call), 0, "t")
-            if not isinstance(tensor, cst.Name):
+            if not isinstance(tensor, (cst.Name, cst.Subscript)):  # `g`, or `gv[0]` of a (grad, var) pair
                 continue
             element = ctx.flow.element_taken(tensor, call)
             if element is None or self._pair_by_pair(ctx, element.name, element.grads, element.binding):

@@ -100,6 +100,8 @@ class UnfilteredNoneGradients(Rule):
         alone. Part (a), an op applied to a None entry, has no automatic fix.
     """
     VALID = [
+        "import tensorflow.compat.v1 as tf\ngrads_and_vars = opt.compute_gradients(loss, params)\n"
+        "capped = [(tf.clip_by_value(gv[0], -1.0, 1.0), gv[1]) for gv in grads_and_vars if gv[0] is not None]\n",
         "import tensorflow as tf\n"
         "grads = tape.gradient(loss, model.trainable_variables)\n"
         "grads = [tf.clip_by_norm(g, 1.0) for g in grads if g is not None]\n",
@@ -193,6 +195,10 @@ class UnfilteredNoneGradients(Rule):
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "flat = np.concatenate([g.numpy().flatten() for g in grads]).astype('float64')\n", 3,
                 "has no attribute 'numpy'", "warning"),
+        # TF 1's pairs bound to one name, the gradient taken by index
+        Invalid("import tensorflow.compat.v1 as tf\ngrads_and_vars = opt.compute_gradients(loss, params)\n"
+                "capped = [(tf.clip_by_value(gv[0], -1.0, 1.0), gv[1]) for gv in grads_and_vars]\n", 3,
+                "Attempt to convert", "warning"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -210,16 +216,19 @@ class UnfilteredNoneGradients(Rule):
         loop_names = {name.value for node in ctx.nodes(cst.For, cst.CompFor) for name, _ in target_names(node.target)}
         loop_names |= {p.name.value for lam in ctx.nodes(cst.Lambda) for p in lam.params.params}
         for use in (n for n in ctx.nodes(cst.Name) if n.value in loop_names):  # the file's own, not a linked module's
+            element_node: cst.BaseExpression = use
             parent = ctx.parent.get(use)
+            if isinstance(parent, cst.Subscript) and parent.value is use:  # `gv[0]` of a (grad, var) pair
+                element_node, parent = parent, ctx.parent.get(parent)
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None
             error = NONE_ERROR
-            if isinstance(parent, cst.Attribute) and parent.value is use:  # `g.numpy()`: None has no attributes
+            if isinstance(parent, cst.Attribute) and parent.value is element_node:  # `g.numpy()`: None has none
                 op, op_node = f"`.{parent.attr.value}`", _called(ctx, parent)
                 error = f"AttributeError: 'NoneType' object has no attribute '{parent.attr.value}'."
             if op is None or op_node is None:
                 continue
-            element = ctx.flow.gradient_element(use)
+            element = ctx.flow.gradient_element(element_node)
             if element is None:
                 continue
             grads, binding = element
