@@ -60,6 +60,11 @@ def _called(ctx: Context, attribute: cst.Attribute) -> cst.CSTNode:
     return parent if isinstance(parent, cst.Call) and parent.func is attribute else attribute
 
 
+# What the call a gradient's sources come from is named when it gives variables (`trainable_variables()`,
+# `get_weights`, TF 1's `tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope)`, `model.parameters()`).
+VARIABLE_GETTERS = ("variables", "weights", "get_collection", "params", "parameters")
+
+
 class UnfilteredNoneGradients(Rule):
     code = "CL005"
     name = "unfiltered-none-gradients"
@@ -199,6 +204,12 @@ class UnfilteredNoneGradients(Rule):
         Invalid("import tensorflow.compat.v1 as tf\ngrads_and_vars = opt.compute_gradients(loss, params)\n"
                 "capped = [(tf.clip_by_value(gv[0], -1.0, 1.0), gv[1]) for gv in grads_and_vars]\n", 3,
                 "Attempt to convert", "warning"),
+        # TF 1's variables of a scope, from the graph's collection
+        Invalid("import tensorflow.compat.v1 as tf\n"
+                "my_vars = tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES, scope='actor')\n"
+                "grads_and_vars = adam.compute_gradients(loss, var_list=my_vars)\n"
+                "clipped = [tf.clip_by_value(g, -.1, .1) for g, _ in grads_and_vars]\n", 4, "Attempt to convert",
+                "warning"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -254,7 +265,7 @@ class UnfilteredNoneGradients(Rule):
         if isinstance(value, cst.Call):
             func = value.func
             name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
-            return "variables" in name or "weights" in name
+            return any(word in name for word in VARIABLE_GETTERS)
         return True
 
     # --- (b) filtered on one side of a zip only -------------------------------------------
