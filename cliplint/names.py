@@ -168,3 +168,25 @@ MODEL_WRAPPERS = {
     f"{_TFMOT}.clustering.keras.cluster_weights": "to_cluster",
     f"{_TFMOT}.clustering.keras.strip_clustering": "model",
 }
+
+# The ops that take logits by definition (their `logits` argument, second when positional): the
+# `tf.nn` ops and TF 1's `tf.compat.v1.losses` wrappers of them.
+LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
+              "tensorflow.nn.softmax_cross_entropy_with_logits_v2": "softmax",
+              "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "softmax",
+              "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid",
+              "tensorflow.nn.weighted_cross_entropy_with_logits": "sigmoid",
+              "tensorflow.losses.softmax_cross_entropy": "softmax",
+              "tensorflow.losses.sparse_softmax_cross_entropy": "softmax",
+              "tensorflow.losses.sigmoid_cross_entropy": "sigmoid"}
+# The sequence losses of TF 1's contrib and of TF Addons: a weighted mean of the sparse softmax
+# op over the time steps, their `logits` first.
+SEQUENCE_LOSSES = ("tensorflow.contrib.seq2seq.sequence_loss", "tensorflow_addons.seq2seq.sequence_loss",
+                   "tensorflow.contrib.legacy_seq2seq.sequence_loss",
+                   "tensorflow.contrib.legacy_seq2seq.sequence_loss_by_example")
+LOGITS_OPS.update(dict.fromkeys(SEQUENCE_LOSSES, "softmax"))
+
+
+def logits_position(op: str) -> int:
+    """Where a `LOGITS_OPS` op takes its logits when they are passed by position."""
+    return 0 if op in SEQUENCE_LOSSES else 1

@@ -10,17 +10,29 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg
 from ..flow.probabilities import activation_of
-from ..names import LAYER_FUNCTION_UNITS, SEQUENTIAL, SOFTMAX
+from ..names import LAYER_FUNCTION_UNITS, LOGITS_OPS, SEQUENCE_LOSSES, SEQUENTIAL, SOFTMAX, logits_position
 from ..probes import SingleUnit
 from . import Invalid, Rule
 
 SOFTMAX_LAYERS = ("keras.layers.Softmax", "keras.layers.Activation")
 # Every report starts at a Dense layer or a softmax (a function, or a layer applied)
-GATE = frozenset({"keras.layers.Dense", *LAYER_FUNCTION_UNITS, *SOFTMAX_LAYERS, *SOFTMAX})
+# The ops that apply a softmax to the logits they are given (not the sequence losses: a vocabulary).
+SOFTMAX_LOSSES = frozenset(op for op, kind in LOGITS_OPS.items() if kind == "softmax" and op not in SEQUENCE_LOSSES)
+GATE = frozenset({"keras.layers.Dense", *LAYER_FUNCTION_UNITS, *SOFTMAX_LAYERS, *SOFTMAX, *SOFTMAX_LOSSES})
 
 MESSAGE = ("softmax over an axis of size one: its output is 1 for every input (measured: 0.99999994), so the "
            "model learns nothing; Keras 3 warns only at run time. Use a sigmoid with a binary loss, or two units "
            "with softmax (for a one-unit attention score, the softmax over the positions: `axis=1`).")
+
+
+LOSS_MESSAGE = ("`{op}` applies a softmax over the last axis of its `logits`, here of size one: the loss and its "
+                "gradient are 0 for every prediction (measured), and a label of 1 raises `Received a label value "
+                "of 1 which is outside the valid range of [0, 1)`, so the model learns nothing. Use "
+                "`tf.nn.sigmoid_cross_entropy_with_logits` for a binary target, or two units.")
+
+
+def _shown(op: str) -> str:
+    return op.replace("tensorflow.losses.", "tf.compat.v1.losses.").replace("tensorflow.", "tf.")
 
 
 class SingleUnitSoftmax(Rule):
@@ -34,7 +46,10 @@ class SingleUnitSoftmax(Rule):
         is. `Dense(1, activation="softmax")` outputs 0.99999994 for every input, the loss is
         constant, and three epochs of SGD with `binary_crossentropy` moved the weights by at most
         0.008 (noise). Keras 3 warns only at run time, inside the training log ("You are using a
-        softmax over axis -1 of a tensor of shape (None, 1)").
+        softmax over axis -1 of a tensor of shape (None, 1)"). The same holds for a loss that applies
+        the softmax itself to one-unit logits (`tf.nn.sparse_softmax_cross_entropy_with_logits`,
+        TF 1's `tf.losses.sparse_softmax_cross_entropy`): measured, the loss and its gradient are 0
+        for every prediction, and a label of 1 raises `InvalidArgumentError`.
     """
     example = """
         model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu"),
@@ -58,6 +73,9 @@ class SingleUnitSoftmax(Rule):
         "import tensorflow as tf\nscores = tf.keras.layers.Dense(1)(h)\nweights = tf.nn.softmax(scores, axis=1)\n",
         "import tensorflow as tf\nscore = tf.layers.dense(h, 1)\nweights = tf.nn.softmax(score, axis=1)\n"
         "gate = tf.layers.dense(h, 1, tf.nn.sigmoid)\n",
+        "import tensorflow as tf\nlogit = tf.layers.dense(h, 1)\n"
+        "loss = tf.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logit)\n"
+        "xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=tf.layers.dense(h, 10))\n",
         "import torch\nout = torch.softmax(torch.nn.Linear(8, 1)(h), dim=-1)\n",
     ]
     INVALID = [
@@ -69,6 +87,10 @@ class SingleUnitSoftmax(Rule):
         Invalid("import tensorflow as tf\nscore = tf.layers.dense(tf.tanh(keys + query), 1)\n"
                 "alignment = tf.nn.softmax(score)\n", 3),
         Invalid("import tensorflow as tf\np = tf.compat.v1.layers.dense(h, 1, tf.nn.softmax)\n", 2),
+        # a loss that applies the softmax itself, over one unit
+        Invalid("import tensorflow.compat.v1 as tf\ncollector = tf.layers.dense(inputs=h, units=1)\n"
+                "loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=collector)\n", 3,
+                "the loss and its gradient are 0 for every prediction"),
         Invalid("import tensorflow as tf\nunits = 1\nout = tf.keras.layers.Dense(units, 'softmax')(h)\n", 3),
         Invalid("from tensorflow.keras import layers, models\nmodel = models.Sequential()\n"
                 "model.add(layers.Dense(1))\nmodel.add(layers.Activation('softmax'))\n", 4),
@@ -92,6 +114,8 @@ class SingleUnitSoftmax(Rule):
                 yield from self._sequential(ctx, call)
             elif self._softmax_of_one_unit(ctx, call):
                 yield Report(call, MESSAGE, probe=SingleUnit())
+            elif name in SOFTMAX_LOSSES and self._one_unit_output(ctx, arg(call, logits_position(name), "logits")):
+                yield Report(call, LOSS_MESSAGE.format(op=_shown(name)), probe=SingleUnit())
 
     @staticmethod
     def _one_unit(ctx: Context, dense: cst.Call) -> bool:
@@ -131,7 +155,11 @@ class SingleUnitSoftmax(Rule):
             if not (layer is not None and ctx.call_name(layer) in SOFTMAX_LAYERS
                     and activation_of(ctx.flow, layer) == "softmax" and arg(layer, 99, "axis") is None):
                 return False
-        source = arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs")
+        return self._one_unit_output(ctx, arg(call, 0, "x" if ctx.call_name(call) in SOFTMAX else "inputs"))
+
+    def _one_unit_output(self, ctx: Context, source: Optional[cst.BaseExpression]) -> bool:
+        """Is `source` the output of a one-unit layer without activation (`Dense(1)(h)`,
+        `tf.layers.dense(h, 1)`), directly or through a name or a `self` attribute?"""
         value = ctx.flow.value_of(source) if isinstance(source, (cst.Name, cst.Attribute)) else source
         dense = None
         if isinstance(value, cst.Call):  # a layer function's call is its output; a layer's is where it is applied

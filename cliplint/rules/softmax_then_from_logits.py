@@ -11,6 +11,7 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
+from ..names import LOGITS_OPS, SEQUENCE_LOSSES, logits_position
 from ..probes import FROM_LOGITS, Snippet, Squashing
 from ..replacements import without_keywords
 from . import Invalid, Rule, makes_probabilities
@@ -24,22 +25,6 @@ LOSS_FUNCTIONS = {f"{module}.{n}": kind for module in ("keras.losses", "keras.me
                                   ("categorical_crossentropy", "softmax"),
                                   ("categorical_focal_crossentropy", "softmax"), ("binary_crossentropy", "sigmoid"),
                                   ("binary_focal_crossentropy", "sigmoid"))}
-# The ops that take logits by definition (their `logits` argument, second when positional): the
-# `tf.nn` ops and TF 1's `tf.compat.v1.losses` wrappers of them.
-LOGITS_OPS = {"tensorflow.nn.softmax_cross_entropy_with_logits": "softmax",
-              "tensorflow.nn.softmax_cross_entropy_with_logits_v2": "softmax",
-              "tensorflow.nn.sparse_softmax_cross_entropy_with_logits": "softmax",
-              "tensorflow.nn.sigmoid_cross_entropy_with_logits": "sigmoid",
-              "tensorflow.nn.weighted_cross_entropy_with_logits": "sigmoid",
-              "tensorflow.losses.softmax_cross_entropy": "softmax",
-              "tensorflow.losses.sparse_softmax_cross_entropy": "softmax",
-              "tensorflow.losses.sigmoid_cross_entropy": "sigmoid"}
-# The sequence losses of TF 1's contrib and of TF Addons: a weighted mean of the sparse softmax
-# op over the time steps, their `logits` first.
-SEQUENCE_LOSSES = ("tensorflow.contrib.seq2seq.sequence_loss", "tensorflow_addons.seq2seq.sequence_loss",
-                   "tensorflow.contrib.legacy_seq2seq.sequence_loss",
-                   "tensorflow.contrib.legacy_seq2seq.sequence_loss_by_example")
-LOGITS_OPS.update(dict.fromkeys(SEQUENCE_LOSSES, "softmax"))
 # What to use on probabilities instead of each op.
 PROBABILITY_LOSSES = {op: "sparse_categorical_crossentropy" if "sparse" in op or op in SEQUENCE_LOSSES else
                       "categorical_crossentropy" if kind == "softmax" else "binary_crossentropy"
@@ -220,7 +205,7 @@ class SoftmaxThenFromLogits(Rule):
         kind: Optional[str]
         probe: FromLogitsFields
         if name in LOGITS_OPS:  # the probe runs the op itself
-            position = 0 if name in SEQUENCE_LOSSES else 1
+            position = logits_position(name)
             kind, predictions, what, probe = LOGITS_OPS[name], arg(call, position, "logits"), None, {"op": name}
         elif name in LOSS_FUNCTIONS and _true(ctx, arg(call, 99, "from_logits")):
             kind, predictions, what = LOSS_FUNCTIONS[name], arg(call, 1, "y_pred"), "the predictions"

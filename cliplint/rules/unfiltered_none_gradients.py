@@ -264,7 +264,8 @@ class UnfilteredNoneGradients(Rule):
         value = ctx.flow.value_of(grads.sources)
         if isinstance(value, cst.Call):
             func = value.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", "")
+            name: str = ctx.call_name(value) or (func.attr.value if isinstance(func, cst.Attribute)
+                                                 else str(getattr(func, "value", "")))  # TF's, through any alias
             return any(word in name for word in VARIABLE_GETTERS)
         return True
 
