@@ -12,7 +12,7 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from ..names import EXP, MEANS, SHAPE_CHANGES, SUBTRACTS, SUMS
+from ..names import EXP, LAYER_FUNCTIONS, MEANS, SHAPE_CHANGES, SUBTRACTS, SUMS
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, says_small
 from .local import Dataflow
@@ -462,6 +462,8 @@ def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
     shapes alone, which no gradient reaches."""
     leaves = []
     for sub in _differentiable_parts(flow, expr):
+        if isinstance(sub, cst.Call) and _has_weights(flow, sub):
+            return False  # `Dense(d)(x)` of data `x` is made of the layer's weights too
         if not isinstance(sub, cst.Name) or sub.value in ("True", "False", "None") or _callee_part(flow, sub):
             continue
         value = flow.value_of(sub)
@@ -472,6 +474,14 @@ def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
             leaves.append(sub)
     return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf)
                or constant(flow, leaf) is not UNKNOWN or says_small(leaf) for leaf in leaves)
+
+
+def _has_weights(flow: Dataflow, call: cst.Call) -> bool:
+    """Does the call apply a layer (`Dense(d)(x)`, `head(x)` of `head = Dense(d)`, TF 1's
+    `tf.layers.dense(x, d)`), whose output its trainable weights make?"""
+    layer = flow.value_of(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else call.func
+    made = flow.ctx.call_name(layer) if isinstance(layer, cst.Call) else None
+    return (made or "").startswith("keras.layers.") or flow.ctx.call_name(call) in LAYER_FUNCTIONS
 
 
 def _differentiable_parts(flow: Dataflow, expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
