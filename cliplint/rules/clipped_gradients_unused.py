@@ -72,6 +72,13 @@ def _discarded_probe(ctx: Context, call: cst.Call, kept: Optional[str]) -> Disca
                      **(probe_roles(ctx.flow.gradients, loop.iter) if loop is not None else {}))
 
 
+def _sliced(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The list a slice or an item is taken of (`grads` of `grads[offset:]`)."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return expr
+
+
 def _same_path(ctx: Context, clip: cst.CSTNode, apply: cst.CSTNode) -> bool:
     """False when the clip and the apply sit in different branches of one `if`."""
     for anc in ctx.ancestors(clip):
@@ -134,6 +141,10 @@ class ClippedGradientsUnused(Rule):
         Invalid("import tensorflow as tf\ngrads = tape.gradient(loss, vs)\n"
                 "clipped, _ = tf.clip_by_global_norm(grads, 1.0)\n"
                 "opt.apply_gradients(zip(grads, vs))\n", 4, "unclipped"),
+        # the unclipped list applied in slices, one optimizer per part of the model
+        Invalid("import tensorflow as tf\ngrads = tf.gradients(loss, params)\n"
+                "clipped, _ = tf.clip_by_global_norm(grads, 5.0)\ngrad_cnn = grads[:n]\n"
+                "cnn_train = cnn_op.apply_gradients(zip(grad_cnn, params[:n]))\n", 5),
         Invalid("import tensorflow as tf\ndef step(x):\n    with tf.GradientTape() as tape:\n        loss = model(x)\n"
                 "    gradients = tape.gradient(loss, model.trainable_variables)\n"
                 "    if CLIP:\n        capped = [tf.clip_by_norm(g, 5.0) for g in gradients]\n"
@@ -206,8 +217,9 @@ class ClippedGradientsUnused(Rule):
             if ctx.pre[apply] < ctx.post[assign] or ctx.flow.scope_of(apply) is not scope \
                     or not _same_path(ctx, assign, apply):
                 continue
+            # also `gvs = list(zip(grads, v))`, and a slice of the list (`grad_cnn = grads[:n]`)
             if any(isinstance(n, cst.Name) and n.value == source.value and ctx.flow.binding_of(n) == before
-                   for n in (*walk(apply), *reached_by(ctx.flow, apply))):  # also `gvs = list(zip(grads, v))`
+                   for n in (*walk(apply), *map(_sliced, reached_by(ctx.flow, apply)))):
                 found.append(apply)
         return found
 
