@@ -225,6 +225,8 @@ class CallSummaries(LocalFlow):
         scope = self.scope_of(call)
         where = f" in `{scope.name.value}`" if type(scope) is cst.FunctionDef else ""
         defined_at = getattr(self.ctx, "defined_at", None)  # a function of another project module
+        site = defined_at(call) if defined_at is not None else None  # a call in a module importing this one
+        where = f" in {site}" if site else where
         elsewhere = defined_at(self.callee(call)) if defined_at is not None else None
         return f"`{text}`{where}" + (f", which runs {elsewhere}" if elsewhere else "")
 
