@@ -10,7 +10,7 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import trace
 from ..flow.nodes import arg, walk
-from ..flow.probabilities import Source
+from ..flow.probabilities import Compiled, Source
 from ..names import LOGITS_OPS, SEQUENCE_LOSSES, logits_position
 from ..probes import FROM_LOGITS, Snippet, Squashing
 from ..replacements import without_keywords
@@ -141,7 +141,7 @@ class SoftmaxThenFromLogits(Rule):
                 "out = keras.layers.Dense(3, activation='softmax')(inp)\n"
                 "model = keras.Model(inputs=inp, outputs=out)\n"
                 "loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)\n"
-                "model.compile('adam', loss=loss_fn)\n", 6),
+                "model.compile('adam', loss=loss_fn)\n", 5, "the loss given to `model.compile` applies softmax"),
         Invalid("import tensorflow as tf\nclass Net(tf.keras.Model):\n    def call(self, x):\n"
                 "        return tf.nn.softmax(self.d(x))\nnet = Net()\n"
                 "loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n"
@@ -191,8 +191,9 @@ class SoftmaxThenFromLogits(Rule):
             kind = self._from_logits(ctx, compiled.loss)
             output = ctx.flow.model_output(compiled.model) if kind else None
             if output and kind:  # any squashing: sigmoid outputs given to a softmax are flattened too
-                yield self._report(ctx, compiled.loss, kind, output, "the model output",
-                                   {"loss": ctx.flow.snippet(ctx.flow.value_of(compiled.loss))})
+                report = self._report(ctx, compiled.loss, kind, output, "the model output",
+                                      {"loss": ctx.flow.snippet(ctx.flow.value_of(compiled.loss))})
+                yield self._at_keyword(ctx, report, compiled)
         compiling = {compiled.call for compiled in ctx.flow.compiled()}
         for call in ctx.nodes(cst.Call):
             if call not in compiling:
@@ -219,6 +220,22 @@ class SoftmaxThenFromLogits(Rule):
         source = ctx.flow.probability(predictions) if predictions is not None else None
         if source and kind:  # an epsilon or a clip on the way changes nothing: squashed twice
             yield self._report(ctx, call, kind, source, what, probe)
+
+    @staticmethod
+    def _at_keyword(ctx: Context, report: Report, compiled: Compiled) -> Report:
+        """A loss built apart from `compile` (`loss_fn = ...(from_logits=True)`, then
+        `compile(loss=loss_fn)`) is reported on its `from_logits=True`, the code the fix edits
+        and a reader changes, and the message names the compile; a loss of a linked module
+        stays on this file's `compile`."""
+        call = ctx.flow.value_of(compiled.loss)
+        keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == "from_logits"),
+                       None) if isinstance(call, cst.Call) and call is not compiled.loss else None
+        if keyword is None or keyword not in ctx.own:
+            return report
+        report.message = report.message.replace(
+            "the loss applies", f"the loss given to `{ctx.text(compiled.call.func)}` applies", 1)
+        report.node = keyword
+        return report
 
     def _from_logits(self, ctx: Context, loss) -> Optional[str]:
         """'softmax'/'sigmoid' when `loss` holds a from_logits=True loss (through every carrier)."""
