@@ -61,8 +61,15 @@ def assigned(text: str) -> str:
     return text.replace("import tensorflow as tf\n", "import tensorflow\ntf = tensorflow.compat.v2\n")
 
 
+def tf2_aliases(text: str) -> str:
+    """`tf.losses.X` and `tf.optimizers.X` for `tf.keras.losses.X` and `tf.keras.optimizers.X`:
+    TensorFlow 2's own names for Keras's modules."""
+    return re.sub(r"(?<![\w.])tf\.keras\.(losses|optimizers)\.", r"tf.\1.", text)
+
+
 SPELLINGS: Dict[str, Callable[[str], str]] = {
-    "hoisted": hoisted, "namespaced": namespaced, "renamed": renamed, "assigned": assigned}
+    "hoisted": hoisted, "namespaced": namespaced, "renamed": renamed, "assigned": assigned,
+    "tf2_aliases": tf2_aliases}
 
 
 def _variants() -> List[Tuple[str, str, str]]:

@@ -52,6 +52,18 @@ def test_side_effects_stay_off_the_list(spelled):
     assert not allowlist.allowed(spelled)
 
 
+@pytest.mark.parametrize("spelled, keras", [("tensorflow.losses.SparseCategoricalCrossentropy",
+                                             "SparseCategoricalCrossentropy"),
+                                            ("tensorflow.optimizers.Adam", "Adam")])
+def test_tf2_names_of_keras_modules_are_keras_itself(spelled, keras):
+    """`tf.losses.X` is allowed because it is the very object `keras.losses.X` (measured here),
+    and only then: TF 1's `tf.losses.softmax_cross_entropy` is not folded into Keras."""
+    module = spelled.split(".")[1]
+    assert getattr(getattr(tf, module), keras) is getattr(getattr(tf.keras, module), keras)
+    assert allowlist.allowed(spelled) and allowlist.entry(spelled) == f"keras.{module}.{keras}"
+    assert allowlist.entry("tensorflow.losses.softmax_cross_entropy") == "tensorflow.losses.softmax_cross_entropy"
+
+
 def test_every_rule_has_a_probe_and_every_probe_kind_a_runner():
     """Each rule's own examples of the mistake carry a probe the worker has a runner for; every
     runner's rule exists."""
