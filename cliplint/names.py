@@ -90,10 +90,14 @@ PROBABILITY_WORDS = ("softmax", "sigmoid", "Softmax", "exp")
 # Keras' pretrained models: with their classifier (`include_top=True`, the default) they end in
 # `classifier_activation`, softmax by default.
 APPLICATIONS = frozenset({"keras.applications"})
-# Changes of a tensor's shape or dtype that leave what it holds as it is (any model's value).
+# Changes of a tensor's shape or dtype, and repetitions of it (`tile`), that leave the values it holds
+# as they are (any model's value).
 SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tensorflow.reshape", "tensorflow.cast",
                            "tensorflow.identity", "keras.ops.expand_dims",
-                           "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast"})
+                           "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast", "tensorflow.tile",
+                           "tensorflow.broadcast_to", "keras.ops.tile", "keras.ops.broadcast_to",
+                           "keras.backend.expand_dims", "keras.backend.squeeze", "keras.backend.reshape",
+                           "keras.backend.tile", "keras.backend.cast", "keras.backend.repeat_elements"})
 # exp and the sums a softmax written out divides by; what turns an activation's name into it.
 EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
 SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})

@@ -191,6 +191,23 @@ def _layer_activation(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{name}()({value})"
 
 
+def _class_argument(value: str, depth: int) -> Tuple[List[str], str]:
+    # a model class handed to a trainer, which builds it: `Agent(env, PolicyNet)`
+    net, trainer = f"Net{depth}", f"Trainer{depth}"
+    lines = [f"class {net}(keras.Model):", "    def call(self, logits, features):", f"        return {value}", "",
+             f"class {trainer}:", "    def __init__(self, net_class):", "        self.net = net_class()", "",
+             "    def run(self, logits, features):", "        return self.net(logits, features)", ""]
+    return lines, f"{trainer}({net}).run(logits, features)"
+
+
+def _function_argument(value: str, depth: int) -> Tuple[List[str], str]:
+    # a function handed to another, which calls it: `apply(head, x)`
+    head, apply = f"head{depth}", f"apply{depth}"
+    lines = [f"def {head}(logits, features):", f"    return {value}", "",
+             f"def {apply}(fn, logits, features):", "    return fn(logits, features)", ""]
+    return lines, f"{apply}({head}, logits, features)"
+
+
 def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
 
@@ -286,6 +303,8 @@ CARRIERS = {
     "instance attribute": _instance_attribute,
     "subclass attribute": _subclass_attribute,
     "user layer": _layer_activation,
+    "class argument": _class_argument,
+    "function argument": _function_argument,
     "comprehension": _comprehension,
     "conditional": _conditional,
     "walrus": _walrus,

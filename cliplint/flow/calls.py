@@ -11,7 +11,7 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from .bindings import LocalFlow
+from .bindings import Binding, LocalFlow
 from .constants import UNKNOWN, constant
 from .nodes import Function
 
@@ -20,6 +20,7 @@ class CallSummaries(LocalFlow):
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
     _bound: Optional[Dict[cst.Call, cst.Call]] = None  # calls through a partial, as `bound` merges them
     _has_partial: Optional[bool] = None
+    _gathering = False  # the call sites are being gathered (`class_of` must not read them yet)
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
         """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
@@ -38,6 +39,9 @@ class CallSummaries(LocalFlow):
             lam = binding.value if binding is not None and binding.kind == "assign" and not binding.path else None
             if isinstance(lam, cst.Lambda):
                 return lam
+            passed = self._passed_definition(binding) if binding is not None and binding.kind == "param" else None
+            if passed is not None:
+                return passed
         if isinstance(func, cst.Attribute):
             binding = self.imported(func)  # `models.build(...)`: a function of a project module
             if binding is not None and binding.kind == "def":
@@ -61,6 +65,8 @@ class CallSummaries(LocalFlow):
             binding = self.binding_of(expr)
             if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.ClassDef):
                 return binding.owner
+            if binding is not None and binding.kind == "param":
+                return self._passed_class(binding, depth)
         if isinstance(expr, cst.Attribute):  # `models.Agent`, of a project module
             found = self._imported_class(expr)
             if found is not None:
@@ -70,6 +76,33 @@ class CallSummaries(LocalFlow):
             return self.class_of(value.func, depth + 1)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):  # models.Agent(...)
             return self._imported_class(value.func)
+        return None
+
+    def _passed_definition(self, param: Binding) -> Optional[cst.CSTNode]:
+        """The function or class a parameter is given by name at a call of its function, which
+        calling the parameter runs (`train(build_model)`, `Agent(env, PolicyNet)`). Not while the
+        call sites are being gathered: they are what this reads."""
+        if self._gathering or not isinstance(param.owner, (cst.FunctionDef, cst.Lambda)):
+            return None
+        for call in self.call_sites(param.owner):
+            argument = self.argument_for(call, param.owner, param.name)
+            given = self.binding_of(argument) if isinstance(argument, cst.Name) else \
+                self.imported(argument) if isinstance(argument, cst.Attribute) else None
+            if given is not None and given.kind == "def":
+                return given.owner
+        return None
+
+    def _passed_class(self, param: Binding, depth: int) -> Optional[cst.ClassDef]:
+        """The class a parameter holds, or holds an instance of, at a call of its function
+        (`Agent(env, PolicyNet)` for `def __init__(self, env, policy_net)`: `policy_net(n)` builds a
+        PolicyNet). Not while the call sites are being gathered: they are what this reads."""
+        if self._gathering or not isinstance(param.owner, (cst.FunctionDef, cst.Lambda)):
+            return None
+        for call in self.call_sites(param.owner):
+            argument = self.argument_for(call, param.owner, param.name)
+            found = self.class_of(argument, depth + 1) if argument is not None else None
+            if found is not None:
+                return found
         return None
 
     def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
@@ -133,13 +166,14 @@ class CallSummaries(LocalFlow):
     def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
         """The calls of this module that run `function` (built once, on first need)."""
         if self._call_sites is None:
-            self._call_sites = {}
+            self._call_sites, self._gathering = {}, True
             for call in self.ctx.nodes(cst.Call):
                 called = self.callee(call)
                 if isinstance(called, cst.ClassDef):  # Agent(...) runs Agent.__init__ with its arguments
                     called = self.method_named(called, "__init__") or called
                 if called is not None:
                     self._call_sites.setdefault(called, []).append(call)
+            self._gathering = False
         return self._call_sites.get(function, [])
 
     def argument_for(self, call: cst.Call, function: Function, name: str) -> Optional[cst.BaseExpression]:

@@ -251,9 +251,11 @@ def held(flow: Dataflow, expr: cst.BaseExpression) -> List[cst.BaseExpression]:
     return []
 
 
-def elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpression]:
+def elements(flow: Dataflow, container: cst.BaseExpression, depth: int = 0) -> List[cst.BaseExpression]:
     """Every value a container holds: a literal's elements, a dict's values, a comprehension's
-    element, and whatever was appended or stored into one a name or `self` attribute holds."""
+    element, and whatever was appended or stored into one a name or `self` attribute holds; for
+    a container known none of these ways, those of where it comes from (`origins`: the lists a
+    helper's parameter is given at its calls, what a function returns)."""
     value = flow.value_of(container)
     found: List[cst.BaseExpression] = []
     if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
@@ -262,7 +264,11 @@ def elements(flow: Dataflow, container: cst.BaseExpression) -> List[cst.BaseExpr
         found += [e.value for e in value.elements if isinstance(e, cst.DictElement)]
     elif isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
         found.append(value.elt)
-    return found + [b.value for b in flow.added_to(container) if b.value is not None]
+    found += [b.value for b in flow.added_to(container) if b.value is not None]
+    if not found and depth < MAX_DEPTH:
+        for origin in origins(flow, container):
+            found += elements(flow, origin.expr, depth + 1)
+    return found
 
 
 def _key(flow: Dataflow, subscript: cst.Subscript) -> object:

@@ -172,6 +172,22 @@ def ruled_out(flow: LocalFlow, node: cst.CSTNode, holder: cst.BaseExpression, va
     return False
 
 
+def dead(flow: LocalFlow, node: cst.CSTNode) -> bool:
+    """Is `node` in a branch that never runs, its test folding to a constant (`CLASSIFICATION =
+    True` at the top of a script, then `if CLASSIFICATION: ... else: <node>`)?"""
+    for ancestor in flow.ctx.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and not flow.ctx.encloses(ancestor.test, node):
+            test, negated = ancestor.test, False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            value = constant(flow, test)
+            if value is not UNKNOWN and (bool(value) != negated) != flow.ctx.encloses(ancestor.body, node):
+                return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+            return False
+    return False
+
+
 def _holds(flow: LocalFlow, test: cst.BaseExpression, text: str, value: object) -> Optional[bool]:
     """The test's truth when the expression spelled `text` is `value` (None when it depends on more)."""
     if isinstance(test, cst.BooleanOperation):
@@ -191,3 +207,27 @@ def _holds(flow: LocalFlow, test: cst.BaseExpression, text: str, value: object) 
         if compare is not None and isinstance(bound, (int, float)) and isinstance(value, (int, float)):
             return bool(compare(value, bound))
     return None
+
+
+# Calls that make a tensor or array of the numbers they are given.
+LITERAL_TENSORS: Final = frozenset({"tensorflow.constant", "tensorflow.convert_to_tensor", "numpy.array",
+                                    "numpy.asarray"})
+
+
+def literal_numbers(flow: LocalFlow, expr: Optional[cst.BaseExpression]) -> bool:
+    """Does `expr` hold numbers written in the file (`tf.constant([[1., 2., 3.]])`, `np.array(...)`
+    of a literal, through names)? Nothing computes them, so no gradient flows to them."""
+    value = flow.value_of(expr) if expr is not None else None
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in LITERAL_TENSORS:
+        value = arg(value, 0, "value")
+    return isinstance(value, (cst.List, cst.Tuple)) and _numbers(flow, value, 0)
+
+
+def _numbers(flow: LocalFlow, value: cst.BaseExpression, depth: int) -> bool:
+    """A (nested) list or tuple literal of known numbers."""
+    if isinstance(value, (cst.List, cst.Tuple)):
+        return depth < MAX_DEPTH and bool(value.elements) and all(
+            isinstance(e, cst.Element) and _numbers(flow, e.value, depth + 1) for e in value.elements)
+    folded = constant(flow, value)
+    return isinstance(folded, (int, float)) and not isinstance(folded, bool)
+

@@ -30,7 +30,7 @@ from ..names import (
     WHERES,
 )
 from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, keyword, origins, trace, traced
-from .constants import UNKNOWN, constant, says_small
+from .constants import UNKNOWN, constant, dead, says_small
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
@@ -357,7 +357,9 @@ class Probabilities:
                 return Source(kind, call, padded)
         if isinstance(func, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and name is None:
             # self.activation(x) with activation=tf.nn.softmax; self.acts[i](x), `for act in acts`
-            kind = activation_kind(self.flow, func) or layer_kind(self.flow, func)
+            chain = _chain(self.flow, call)
+            last = _last_layer(self.flow, chain) if chain is not None else func
+            kind = activation_kind(self.flow, func) or (layer_kind(self.flow, last) if last is not None else None)
             if kind:
                 return Source(kind, call, padded)
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_ARRAY_READS:
@@ -548,7 +550,8 @@ class Probabilities:
         name = parent.targets[0].target.value
         above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent) if self._bound_by(use, parent)]
         added = [a for a in above if isinstance(a, cst.Attribute) and a.attr.value == "add"]
-        calls = [c for c in (self.ctx.parent.get(a) for a in added) if isinstance(c, cst.Call) and c.args]
+        calls = [c for c in (self.ctx.parent.get(a) for a in added)
+                 if isinstance(c, cst.Call) and c.args and not dead(self.flow, c)]
         return [c.args[0].value for c in calls]
 
 
@@ -572,6 +575,35 @@ def layer_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Opt
     if iterable is not None:
         return layer_kind(flow, iterable, depth + 1)
     return next(filter(None, (layer_kind(flow, o.expr, depth + 1) for o in origins(flow, value))), None)
+
+
+def _chain(flow: Dataflow, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The list of layers the loop around `call` applies in turn (`for layer in self.layers:
+    x = layer(x)`), whose last layer's output is what leaves the loop; None when the call is
+    not such a chain."""
+    func = call.func
+    binding = flow.binding_of(func) if isinstance(func, cst.Name) else None
+    container = iterated(binding) if binding is not None and isinstance(binding.owner, cst.For) else None
+    assign = flow.ctx.parent.get(call)
+    first = call.args[0].value if call.args else None
+    if container is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1 \
+            or not isinstance(first, cst.Name) or not isinstance(assign.targets[0].target, cst.Name) \
+            or assign.targets[0].target.value != first.value:
+        return None
+    return container
+
+
+def _last_layer(flow: Dataflow, layers: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The last element of a list of layers: the last appended, else the literal's last or a
+    comprehension's element; None when the module does not show it."""
+    appended = [b.value for b in flow.added_to(layers) if b.value is not None]
+    if appended:
+        return appended[-1]
+    listed = flow.value_of(layers)
+    if isinstance(listed, (cst.List, cst.Tuple)) and listed.elements \
+            and isinstance(listed.elements[-1], cst.Element):
+        return listed.elements[-1].value
+    return listed.elt if isinstance(listed, (cst.ListComp, cst.GeneratorExp)) else None
 
 
 def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:

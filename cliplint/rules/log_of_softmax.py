@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, UNSAFE, Fix, Report
-from ..flow.constants import UNKNOWN
+from ..flow.constants import UNKNOWN, literal_numbers
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import SIGMOID, SOFTMAX
@@ -55,6 +55,11 @@ class LogOfSoftmax(Rule):
 
         The same holds for `log(sigmoid(x))` (use `tf.math.log_sigmoid(x)`) and
         `log(1 - sigmoid(x))` (use `tf.math.log_sigmoid(-x)`).
+
+        Not reported: a log that only feeds sampling (`tf.random.categorical`: no gradient, and
+        `-inf` is the right logit there), and a softmax of numbers written in the file
+        (`tf.nn.softmax(tf.constant([[1., 2., 3.]]))`, as demos comparing the hand-written
+        cross-entropy with TensorFlow's do): nothing computes them, so nothing trains through it.
     """
     example = """
         probs = tf.nn.softmax(logits)
@@ -75,6 +80,10 @@ class LogOfSoftmax(Rule):
         import of the file names the log form (a fix never adds an import).
     """
     VALID = [
+        # a demo on numbers written in the file: nothing computes them, nothing trains
+        "import numpy as np, tensorflow as tf\nx = np.array([[12, 3, 2], [3, 10, 1]])\n"
+        "cost = -tf.reduce_sum(y * tf.log(tf.nn.softmax(x)))\n"
+        "p = tf.nn.softmax(tf.constant([[1.0, 2.0, 3.0]]))\nce = -tf.reduce_sum(y_ * tf.math.log(p))\n",
         "import tensorflow as tf\nloss = -tf.reduce_sum(y * tf.nn.log_softmax(logits), axis=-1)\n",
         # the dict holds a softmax, but under another key than the one the log reads
         "import tensorflow as tf\nops = {}\nops['logits'] = h\nops['probs'] = tf.nn.softmax(h)\n"
@@ -160,9 +169,17 @@ class LogOfSoftmax(Rule):
             if ctx.call_name(call) not in LOGS or self._feeds_sampling(ctx, call):
                 continue
             source = ctx.flow.probability(arg(call, 0, "x"))
-            if source is not None:
+            if source is not None and not self._of_literals(ctx, source):
                 yield Report(call, self._message(source), probe=self._probe(ctx, call, source),
                              fix=self._fix(ctx, call, source))
+
+    @staticmethod
+    def _of_literals(ctx: Context, source: Source) -> bool:
+        """A softmax or sigmoid of numbers written in the file (a demo comparing the hand-written
+        cross-entropy with TensorFlow's): nothing computes them, nothing is trained through it."""
+        node = source.node
+        return isinstance(node, cst.Call) and ctx.call_name(node) in LOG_FORMS \
+            and literal_numbers(ctx.flow, arg(node, 0, "logits"))
 
     @staticmethod
     def _message(source: Source) -> str:

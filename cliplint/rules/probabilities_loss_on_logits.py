@@ -66,6 +66,12 @@ class ProbabilitiesLossOnLogits(Rule):
         apply the sigmoid or softmax itself. Not offered for string names.
     """
     VALID = [
+        # the linear layer is in a branch the script's constant switches off
+        "import tensorflow as tf\nCLASSIFICATION = True\nmodel = tf.keras.models.Sequential()\n"
+        "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
+        "    model.add(tf.keras.layers.Dense(1, activation='sigmoid'))\nelse:\n"
+        "    model.add(tf.keras.layers.Dense(1))\n"
+        "model.compile(optimizer='adam', loss=tf.keras.losses.BinaryCrossentropy())\nmodel.fit(x, y)\n",
         # the activation ends the model, also through a partial
         "import functools\nimport tensorflow as tf\n"
         "Out = functools.partial(tf.keras.layers.Dense, activation='sigmoid')\n"
@@ -100,6 +106,12 @@ class ProbabilitiesLossOnLogits(Rule):
         "classifier.fit(x, y)\nregressor = build(1)\nregressor.compile(loss='mse')\nregressor.fit(x, y)\n",
     ]
     INVALID = [
+        # ... and on
+        Invalid("import tensorflow as tf\nCLASSIFICATION = False\nmodel = tf.keras.models.Sequential()\n"
+                "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
+                "    model.add(tf.keras.layers.Dense(1, activation='sigmoid'))\nelse:\n"
+                "    model.add(tf.keras.layers.Dense(1))\n"
+                "model.compile(optimizer='adam', loss=tf.keras.losses.BinaryCrossentropy())\nmodel.fit(x, y)\n", 9),
         Invalid("import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),\n"
                 "    tf.keras.layers.Dense(1)])\nmodel.compile(optimizer='adam', loss='binary_crossentropy')\n"
                 "model.fit(x, y)\n", 4, "1.19e-07"),

@@ -93,6 +93,13 @@ class SoftmaxThenFromLogits(Rule):
         left to you. Not offered for `*_with_logits` ops or serialized loss configs.
     """
     VALID = [
+        # layers applied in turn: the last one is linear, whatever the earlier ones squash with
+        "import tensorflow as tf\nfrom tensorflow import keras\nclass Aux(keras.layers.Layer):\n"
+        "    def __init__(self, units):\n        super().__init__()\n"
+        "        self.layers = [keras.layers.Dense(u, activation='sigmoid') for u in units[:-1]]\n"
+        "        self.layers.append(keras.layers.Dense(units[-1], activation=None))\n"
+        "    def call(self, x):\n        for layer in self.layers:\n            x = layer(x)\n        return x\n"
+        "aux = Aux([80, 40, 1])\nloss = tf.nn.sigmoid_cross_entropy_with_logits(labels, aux(h))\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
         "model.compile(optimizer='adam', loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n",
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
@@ -180,6 +187,14 @@ class SoftmaxThenFromLogits(Rule):
         Invalid("import tensorflow as tf\nfrom tensorflow.keras.applications import EfficientNetB0\n"
                 "net = EfficientNetB0(weights=None, classes=5)\n"
                 "net.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))\n", 4),
+        # layers applied in turn, the last a softmax
+        Invalid("import tensorflow as tf\nfrom tensorflow import keras\nclass Net(keras.Model):\n"
+                "    def __init__(self):\n        super().__init__()\n"
+                "        self.blocks = [keras.layers.Dense(64, activation='relu'), "
+                "keras.layers.Dense(10, activation='softmax')]\n"
+                "    def call(self, x):\n        for block in self.blocks:\n            x = block(x)\n"
+                "        return x\nnet = Net()\n"
+                "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=net(x))\n", 12),
     ]
 
     def could_fire(self, facts: Facts) -> bool:

@@ -195,6 +195,12 @@ class UnfilteredNoneGradients(Rule):
                 "    tower_grads.append(opt.compute_gradients(loss))\n"
                 "for grad_and_vars in zip(*tower_grads):\n"
                 "    grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n", 6),
+        # the towers' average in a helper, given the list the towers appended to
+        Invalid("import tensorflow.compat.v1 as tf\ndef average_gradients(tower_grads):\n"
+                "    for grad_and_vars in zip(*tower_grads):\n"
+                "        grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n"
+                "tower_grads = []\nfor i in range(2):\n    tower_grads.append(opt.compute_gradients(loss))\n"
+                "tower_grads = average_gradients(tower_grads)\n", 4, "`compute_gradients` gives None"),
         # gradients handed to SciPy's L-BFGS as one flat array: None has no `.numpy()`
         Invalid("import numpy as np, tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"

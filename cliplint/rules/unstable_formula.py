@@ -109,6 +109,12 @@ class UnstableFormula(Rule):
         "p = exp(x) / tf.reduce_sum(exp(x))\n",
     ]
     INVALID = [
+        # tf_unet's pixel-wise softmax: the sum tiled back to the channels, divided with `tf.div`
+        Invalid("import tensorflow as tf\ndef pixel_wise_softmax(output_map):\n"
+                "    exponential_map = tf.exp(output_map)\n"
+                "    sum_exp = tf.reduce_sum(exponential_map, 3, keep_dims=True)\n"
+                "    tensor_sum_exp = tf.tile(sum_exp, tf.stack([1, 1, 1, 2]))\n"
+                "    return tf.div(exponential_map, tensor_sum_exp)\n", 6, None, "error"),
         Invalid("import tensorflow as tf\np = tf.exp(x) / tf.reduce_sum(tf.exp(x), axis=-1, keepdims=True)\n", 2,
                 "tf.nn.softmax", "error"),
         Invalid("import tensorflow as tf\ndef attend(q, k):\n    s = tf.matmul(q, k, transpose_b=True)\n"
