@@ -97,7 +97,8 @@ SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tens
                            "keras.ops.squeeze", "keras.ops.reshape", "keras.ops.cast", "tensorflow.tile",
                            "tensorflow.broadcast_to", "keras.ops.tile", "keras.ops.broadcast_to",
                            "keras.backend.expand_dims", "keras.backend.squeeze", "keras.backend.reshape",
-                           "keras.backend.tile", "keras.backend.cast", "keras.backend.repeat_elements"})
+                           "keras.backend.tile", "keras.backend.cast", "keras.backend.repeat_elements",
+                           "keras.backend.flatten", "keras.backend.batch_flatten", "keras.ops.ravel"})
 # exp and the sums a softmax written out divides by; what turns an activation's name into it.
 EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
 SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
@@ -112,8 +113,11 @@ POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", 
 MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
                      "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
 # The arithmetic functions, read as their operators (`tf.multiply(p, y)` as `p * y`).
+DIVIDES = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv",
+                     "tensorflow.div", "keras.ops.divide", "keras.ops.true_divide"})
 ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
-    **dict.fromkeys(MULTIPLIES, cst.Multiply), **dict.fromkeys(ADDS, cst.Add), **dict.fromkeys(SUBTRACTS, cst.Subtract)}
+    **dict.fromkeys(MULTIPLIES, cst.Multiply), **dict.fromkeys(ADDS, cst.Add), **dict.fromkeys(SUBTRACTS, cst.Subtract),
+    **dict.fromkeys(DIVIDES, cst.Divide)}
 # Element-wise choices between two tensors.
 WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
                     "keras.ops.where"})

@@ -37,6 +37,10 @@ PROBABILITY_SOURCES.update({
     # the max subtracted (stable: not CL011's), so the twins stay clean
     "hand-written softmax": "(tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)) / tf.reduce_sum("
                             "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)), axis=-1, keepdims=True))",
+    # tf_unet's: divided with `tf.div` by the sum tiled back to the classes
+    "hand-written softmax, tiled sum": "tf.div(tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)), tf.tile("
+                                       "tf.reduce_sum(tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True)), "
+                                       "axis=-1, keepdims=True), [1, 10]))",
     "user layer given softmax": "PredictionHead(tf.nn.softmax)(logits)",
     "builder given sigmoid": 'build_head(features, activation="sigmoid")',
 })
@@ -296,6 +300,8 @@ CARRIERS = {
     "one-hot product": _assign("tf.reduce_sum({value} * tf.one_hot(actions, 10), axis=-1)"),
     "tf.multiply product": _assign("tf.reduce_sum(tf.multiply({value}, tf.one_hot(actions, 10)), axis=-1)"),
     "reshape": _assign("tf.reshape({value}, [-1])"),
+    "K.flatten": _assign("keras.backend.flatten({value})"),
+    "tile": _assign("tf.tile({value}, [1, 2])"),
     "transpose": _assign("tf.transpose({value})"),
     "cast": _assign("tf.cast({value}, tf.float64)"),
     "ensemble mean": _assign("tf.reduce_mean(tf.stack([{value}, {value}]), axis=0)"),

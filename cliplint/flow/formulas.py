@@ -23,8 +23,8 @@ LOG1P = frozenset({"tensorflow.math.log1p", "keras.ops.log1p", "tensorflow.log1p
 SQRTS = frozenset({"tensorflow.sqrt", "tensorflow.math.sqrt", "keras.ops.sqrt", "keras.backend.sqrt"})
 SQUARES = frozenset({"tensorflow.square", "tensorflow.math.square", "keras.ops.square", "keras.backend.square"})
 NORMS = frozenset({"tensorflow.linalg.norm", "tensorflow.norm", "keras.ops.norm"})
-DIVIDES = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv",
-                     "tensorflow.div", "keras.ops.divide", "keras.ops.true_divide"})
+# Methods whose result is a NumPy array, which no gradient flows back through.
+NUMPY_RESULTS = frozenset({"predict", "predict_on_batch", "numpy"})
 MAXIMA = frozenset({"tensorflow.reduce_max", "tensorflow.math.reduce_max", "keras.ops.max", "keras.backend.max",
                     "tensorflow.reduce_logsumexp", "tensorflow.math.reduce_logsumexp", "keras.ops.logsumexp",
                     "keras.backend.logsumexp"})
@@ -486,8 +486,15 @@ def _has_weights(flow: Dataflow, call: cst.Call) -> bool:
 
 def _differentiable_parts(flow: Dataflow, expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """The nodes of `expr` a gradient can flow back into: not inside a call of a NO_GRADIENT op
-    (`one_hot(argmax(p))`, `round(x)`, `shape(x)`)."""
-    return walk(expr, prune=lambda node: isinstance(node, cst.Call) and flow.ctx.call_name(node) in NO_GRADIENT)
+    (`one_hot(argmax(p))`, `round(x)`, `shape(x)`), nor of what returns NumPy (Keras'
+    `model.predict(x)`, not a method of this module; `t.numpy()`)."""
+    return walk(expr, prune=lambda node: isinstance(node, cst.Call) and (
+        flow.ctx.call_name(node) in NO_GRADIENT or _numpy_result(flow, node)))
+
+
+def _numpy_result(flow: Dataflow, call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value in NUMPY_RESULTS and flow.callee(call) is None
 
 
 def _callee_part(flow: Dataflow, name: cst.Name) -> bool:

@@ -26,11 +26,11 @@ from ..names import (
     SIGMOID,
     SOFTMAX,
     STACKS,
-    SUMS,
     WHERES,
 )
 from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, keyword, origins, trace, traced
 from .constants import UNKNOWN, constant, dead, says_small
+from .formulas import summed
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
@@ -338,7 +338,8 @@ class Probabilities:
             # tf.multiply(p, y), tf.add(p, eps), tf.subtract(1.0, p): as the operator would be
             spelled = cst.BinaryOperation(left=call.args[0].value, operator=ARITHMETIC[name](),
                                           right=call.args[1].value)
-            return self._arithmetic(spelled, seen, padded)
+            found = self._arithmetic(spelled, seen, padded)
+            return found._replace(node=call) if found is not None and found.node is spelled else found
         if name in WHERES:  # an element-wise choice: probabilities from either branch are probabilities
             branches = (arg(call, 1, "x"), arg(call, 2, "y"))
             return next(filter(None, (self.probability(b, seen, padded) for b in branches)), None)
@@ -614,9 +615,9 @@ def handwritten(flow: Dataflow, division: cst.BinaryOperation) -> Optional[str]:
             and isinstance(right.operator, cst.Add) and _about_one(constant(flow, right.left)) \
             and flow.ctx.call_name(flow.value_of(right.right)) in EXP:
         return "sigmoid"
-    if flow.ctx.call_name(left) in EXP and isinstance(right, cst.Call) and flow.ctx.call_name(right) in SUMS \
-            and right.args and flow.ctx.call_name(flow.value_of(right.args[0].value)) in EXP:
-        return "softmax"
+    total = summed(flow, division.right) if flow.ctx.call_name(left) in EXP else None
+    if total is not None and flow.ctx.call_name(flow.value_of(total.args[0].value)) in EXP:
+        return "softmax"  # the sum tiled or reshaped back to the shape of the numerator keeps its value
     return None
 
 

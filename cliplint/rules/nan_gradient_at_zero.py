@@ -11,7 +11,6 @@ from ..findings import Report
 from ..flow.carriers import same_value, trace
 from ..flow.formulas import (
     DATA_WORDS,
-    DIVIDES,
     NORMS,
     SQRTS,
     SQUARES,
@@ -29,7 +28,7 @@ from ..flow.formulas import (
     weight,
 )
 from ..flow.nodes import arg, walk
-from ..names import MATMULS, MEANS, MULTIPLIES, POWERS, SUMS
+from ..names import DIVIDES, MATMULS, MEANS, MULTIPLIES, POWERS, SUMS
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
@@ -65,7 +64,8 @@ class NanGradientAtZero(Rule):
         NaN (an error). `x / tf.norm(x)` is NaN at `x = 0`. One NaN gradient makes every weight NaN
         at the next step, and clipping cannot repair it. Only values gradients flow through are
         reported: not an input pipeline's (`Dataset.map`, `tf.py_function`), not under
-        `tf.stop_gradient`, not norms of gradients or weights (logging, clipping, constraints).
+        `tf.stop_gradient`, not of what Keras' `predict` returns (NumPy arrays: a nearest-neighbour
+        search over embeddings), not norms of gradients or weights (logging, clipping, constraints).
     """
     example = """
         d = tf.norm(x[:, None, :] - x[None, :, :], axis=-1)   # pairwise distances
@@ -76,6 +76,10 @@ class NanGradientAtZero(Rule):
         u = tf.math.l2_normalize(v, axis=-1)   # or tf.math.divide_no_nan(v, tf.norm(v, ...))
     """
     VALID = [
+        # a search over what `predict` returned: NumPy, no gradient
+        "import tensorflow as tf\nall_embeddings = model.predict(dataset)\nmodel.fit(ds)\n"
+        "def most_similar(batch):\n    new_emb = model.predict(batch)\n"
+        "    return tf.sqrt(tf.reduce_sum((all_embeddings - new_emb) ** 2, -1)).numpy()\n",
         # an epsilon inside the square root
         "import tensorflow as tf\nd = tf.sqrt(tf.reduce_sum(tf.square(a - b), axis=-1) + 1e-12)\n",
         "import tensorflow as tf\nu = tf.math.l2_normalize(v, axis=-1)\nw = tf.math.divide_no_nan(v, tf.norm(v))\n",

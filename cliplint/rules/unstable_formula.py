@@ -9,9 +9,9 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, Fix, Report
 from ..flow.constants import UNKNOWN
-from ..flow.formulas import DIVIDES, LOG1P, LOGS, SQRTS, bounded_above, exp_of, number, summed
+from ..flow.formulas import LOG1P, LOGS, SQRTS, bounded_above, exp_of, number, summed
 from ..flow.nodes import arg, walk
-from ..names import EXP, SUMS
+from ..names import DIVIDES, EXP, SUMS
 from ..probes import FORMULAS, Formula, LogSumExp, Snippet, Softplus, SqrtExp, UnstableSoftmax
 from ..replacements import parenthesized, spelled
 from . import Invalid, Rule

@@ -12,7 +12,6 @@ from ..flow.carriers import same_value, trace
 from ..flow.constants import UNKNOWN
 from ..flow.formulas import (
     DATA_WORDS,
-    DIVIDES,
     LOGS,
     TRAINING_WORDS,
     away_from_zero,
@@ -23,7 +22,7 @@ from ..flow.formulas import (
     stopped,
 )
 from ..flow.nodes import arg, walk
-from ..names import POWERS, WHERES
+from ..names import DIVIDES, POWERS, WHERES
 from ..probes import WhereGradient
 from . import Invalid, Rule
 
