@@ -58,7 +58,9 @@ SOURCE_DEFINITIONS = {
         "    def call(self, inputs):", "        return self.activation(inputs)", ""],
     "builder given sigmoid": [
         'def build_head(features, activation="linear"):',
-        "    return keras.layers.Dense(10, activation=activation)(features)", ""],
+        "    return keras.layers.Dense(10, activation=activation)(features)", "",
+        # another call passes the sigmoid: the twin's call, which passes none, stays linear
+        'side_head = build_head(tf.zeros([1, 4]), activation="sigmoid")', ""],
 }
 
 
@@ -212,6 +214,14 @@ def _function_argument(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{apply}({head}, logits, features)"
 
 
+def _factory(value: str, depth: int) -> Tuple[List[str], str]:
+    # a function made by a factory and called at once: `m.dense(4, tf.nn.softmax)(h)`
+    name = f"make_head{depth}"
+    lines = [f"def {name}(scale):", "    def head(logits, features):", f"        return {value}", "",
+             "    return head", ""]
+    return lines, f"{name}(1.0)(logits, features)"
+
+
 def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
 
@@ -310,6 +320,7 @@ CARRIERS = {
     "subclass attribute": _subclass_attribute,
     "user layer": _layer_activation,
     "class argument": _class_argument,
+    "factory": _factory,
     "function argument": _function_argument,
     "comprehension": _comprehension,
     "conditional": _conditional,

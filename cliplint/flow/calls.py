@@ -7,7 +7,8 @@ be read on their own.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
@@ -21,6 +22,7 @@ class CallSummaries(LocalFlow):
     _bound: Optional[Dict[cst.Call, cst.Call]] = None  # calls through a partial, as `bound` merges them
     _has_partial: Optional[bool] = None
     _gathering = False  # the call sites are being gathered (`class_of` must not read them yet)
+    _entered: Dict[cst.CSTNode, cst.Call] = {}  # function -> the call a query follows it from (`entering`)
 
     def callee(self, call: cst.Call) -> Optional[cst.CSTNode]:
         """The FunctionDef, ClassDef or Lambda of this module a call runs: `f(...)` for a function,
@@ -48,6 +50,9 @@ class CallSummaries(LocalFlow):
                 return binding.owner
             cls = self.class_of(func.value)
             return self.method_named(cls, func.attr.value) if cls is not None else None
+        made = self._made_function(func) if isinstance(func, cst.Call) else None
+        if made is not None:  # m.dense(4, tf.nn.softmax)(h): the function the factory returns
+            return made
         instance = self.class_of(func) if isinstance(func, (cst.Name, cst.Call)) else None
         if instance is not None:  # layer(x), Head()(x): an instance's `call` (Keras) or `__call__`
             return self.method_named(instance, "call") or self.method_named(instance, "__call__")
@@ -76,6 +81,20 @@ class CallSummaries(LocalFlow):
             return self.class_of(value.func, depth + 1)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):  # models.Agent(...)
             return self._imported_class(value.func)
+        return None
+
+    def _made_function(self, factory_call: cst.Call) -> Optional[Function]:
+        """The function a factory of this module returns (a closure defined in it, a lambda):
+        what calling the factory's result runs."""
+        factory = self.callee(factory_call)
+        if not isinstance(factory, cst.FunctionDef):
+            return None
+        for value in self.returned(factory):
+            if isinstance(value, cst.Lambda):
+                return value
+            binding = self.binding_of(value) if isinstance(value, cst.Name) else None
+            if binding is not None and binding.kind == "def" and isinstance(binding.owner, cst.FunctionDef):
+                return binding.owner
         return None
 
     def _passed_definition(self, param: Binding) -> Optional[cst.CSTNode]:
@@ -175,6 +194,24 @@ class CallSummaries(LocalFlow):
                     self._call_sites.setdefault(called, []).append(call)
             self._gathering = False
         return self._call_sites.get(function, [])
+
+    @contextmanager
+    def entering(self, *calls: Tuple[cst.CSTNode, cst.Call]) -> Iterator[None]:
+        """While a query follows a value into functions from given calls (function, call), each
+        function's parameters are what that call passes, not what any call does: the output of
+        `dense(h, 4, tf.nn.softmax)` is a softmax, that of `dense(x, 64, tf.nn.relu)` is not."""
+        before = self._entered
+        self._entered = {**before, **dict(calls)}  # a new dict: the class attribute stays empty
+        try:
+            yield
+        finally:
+            self._entered = before
+
+    def sites(self, function: cst.CSTNode) -> List[cst.Call]:
+        """The calls whose arguments a parameter of `function` holds: the one a query entered it
+        from (`entering`), else every call of it."""
+        entered = self._entered.get(function)
+        return [entered] if entered is not None else self.call_sites(function)
 
     def argument_for(self, call: cst.Call, function: Function, name: str) -> Optional[cst.BaseExpression]:
         """What `call` passes for the parameter `name` of `function` (its default when it passes

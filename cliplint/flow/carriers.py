@@ -78,7 +78,7 @@ def _bound(flow: Dataflow, expr: cst.BaseExpression) -> List[Origin]:
         return found
     if binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
         passed = []
-        for call in flow.call_sites(binding.owner):
+        for call in flow.sites(binding.owner):
             argument = flow.argument_for(call, binding.owner, binding.name)
             if argument is not None:
                 passed.append(Origin(argument, (flow.describe_call(call),)))

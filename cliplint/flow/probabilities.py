@@ -499,10 +499,20 @@ class Probabilities:
         for value in flow.returned(function):
             if call is not None and flow.not_taken(value, function, call):
                 continue
-            found = follow(value)
+            with flow.entering(*self._calls_into(function, call)):
+                found = follow(value)
             if found is not None and (call is None or not self._inside_off_branch(found.node, function, call)):
                 return self._elsewhere(found, function, call)
         return None
+
+    def _calls_into(self, function: Function, call: Optional[cst.Call]) -> List[Tuple[cst.CSTNode, cst.Call]]:
+        """The functions `call` runs with its arguments: `function`, and for a call of what a
+        factory returned (`m.dense(4, tf.nn.softmax)(h)`) the factory, with its own call."""
+        if call is None:
+            return []
+        entered: List[Tuple[cst.CSTNode, cst.Call]] = [(function, call)]
+        maker = self.flow.callee(call.func) if isinstance(call.func, cst.Call) else None
+        return entered + [(maker, call.func)] if maker is not None else entered
 
     def _elsewhere(self, found: Source, function: cst.CSTNode, call: Optional[cst.Call]) -> Source:
         """`found` with the call named when `function` is another project module's (the message
