@@ -511,8 +511,12 @@ class Probabilities:
         if call is None:
             return []
         entered: List[Tuple[cst.CSTNode, cst.Call]] = [(function, call)]
-        maker = self.flow.callee(call.func) if isinstance(call.func, cst.Call) else None
-        return entered + [(maker, call.func)] if maker is not None else entered
+        factory_call = call.func
+        if isinstance(factory_call, cst.Call):
+            maker = self.flow.callee(factory_call)
+            if maker is not None:
+                entered.append((maker, factory_call))
+        return entered
 
     def _elsewhere(self, found: Source, function: cst.CSTNode, call: Optional[cst.Call]) -> Source:
         """`found` with the call named when `function` is another project module's (the message
