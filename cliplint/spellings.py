@@ -33,6 +33,7 @@ _SYNONYMS = {
     "tensorflow.multinomial": "tensorflow.random.categorical",
     "tensorflow.random.multinomial": "tensorflow.random.categorical",
     "tensorflow.clip_by_average_norm": "tensorflow.clip_by_norm",
+    "keras.backend.gradients": "tensorflow.gradients",  # tf-keras: `tf.compat.v1.gradients(loss, variables)`
     "keras.ops.nn.softmax": "keras.ops.softmax",
     "keras.ops.nn.sigmoid": "keras.ops.sigmoid",
     "keras.ops.numpy.log": "keras.ops.log",

@@ -75,7 +75,8 @@ class SoftmaxThenFromLogits(Rule):
         softmax loss (or a softmax output to a sigmoid one) lies in (0, 1) too, and is as flat
         (measured: 1.55 with a gradient norm of 4.5e-05, where the logits give 20 and 1.41). A
         softmax or sigmoid written out by hand (`exp(x) / reduce_sum(exp(x))`, `1 / (1 + exp(-x))`)
-        counts as one.
+        counts as one. A loss built apart from `compile` (`loss_fn = ...(from_logits=True)`, then
+        `model.compile(loss=loss_fn)`) is reported on its `from_logits=True`, the code to change.
     """
     example = """
         model = tf.keras.Sequential([..., tf.keras.layers.Dense(10, activation="softmax")])

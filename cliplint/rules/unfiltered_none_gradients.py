@@ -201,6 +201,9 @@ class UnfilteredNoneGradients(Rule):
                 "        grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n"
                 "tower_grads = []\nfor i in range(2):\n    tower_grads.append(opt.compute_gradients(loss))\n"
                 "tower_grads = average_gradients(tower_grads)\n", 4, "`compute_gradients` gives None"),
+        # tf-keras' K.gradients is tf.gradients: None for a weight the loss does not reach
+        Invalid("from keras import backend as K\nloss_grad = K.gradients(loss, model.trainable_weights)\n"
+                "flat = K.concatenate([K.flatten(g) for g in loss_grad])\n", 3, "`tf.gradients` returns None"),
         # gradients handed to SciPy's L-BFGS as one flat array: None has no `.numpy()`
         Invalid("import numpy as np, tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
