@@ -28,6 +28,8 @@ NONE_SAFE = {"tensorflow.clip_by_global_norm", "tensorflow.linalg.global_norm", 
 VARIABLE_LISTS = ("trainable_variables", "trainable_weights", "variables", "weights")
 NONE_ERROR = ("ValueError: Attempt to convert a value (None) with an unsupported type "
               "(<class 'NoneType'>) to a Tensor.")
+# The same, building a graph (TF 1, or tracing a `tf.function`): measured, TF 2.21.
+GRAPH_NONE_ERROR = "in a TF 1 graph or a `tf.function`: `ValueError: None values not supported.`"
 
 
 def _none_source(ctx: Context, grads: GradList) -> str:
@@ -256,10 +258,11 @@ class UnfilteredNoneGradients(Rule):
                     or ctx.flow.none_guarded(use, binding) or not self._of_variables(ctx, grads):
                 continue
             reported.add(binding.owner)
+            raised = f"`{error}`" + (f" ({GRAPH_NONE_ERROR})" if error == NONE_ERROR else "")
             yield Report(op_node, (
                 f"{op} is applied to every gradient with no `None` check: {_none_source(ctx, grads)} None for "
                 f"a variable the loss does not reach (frozen or unused layers, an unused head), and this "
-                f"then raises `{error}` Skip None entries (`if g is not None`), or use "
+                f"then raises {raised} Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
                 probe=NoneUnsafe(ctx.flow.snippet(loop_node(ctx.flow, binding.owner)), appended_lists(binding.owner),
                                  **probe_roles(ctx.flow.gradients, binding.value)))
