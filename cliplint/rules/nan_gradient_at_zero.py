@@ -76,6 +76,11 @@ class NanGradientAtZero(Rule):
         u = tf.math.l2_normalize(v, axis=-1)   # or tf.math.divide_no_nan(v, tf.norm(v, ...))
     """
     VALID = [
+        # the root of the product of the sums of squares, with its epsilon
+        "import tensorflow as tf\ndef cos_mode(a, b):\n    sq_norm_1 = tf.reduce_sum(a ** 2, axis=-1)\n"
+        "    sq_norm_2 = tf.reduce_sum(b ** 2, axis=-1)\n    dot = tf.reduce_sum(a * b, axis=-1)\n"
+        "    return dot / tf.sqrt(sq_norm_1 * sq_norm_2 + 1e-12)\n"
+        "with tf.GradientTape() as tape:\n    loss = cos_mode(x, y)\n",
         # a search over what `predict` returned: NumPy, no gradient
         "import tensorflow as tf\nall_embeddings = model.predict(dataset)\nmodel.fit(ds)\n"
         "def most_similar(batch):\n    new_emb = model.predict(batch)\n"
@@ -141,6 +146,11 @@ class NanGradientAtZero(Rule):
                 "    d = tf.sqrt(tf.reduce_sum((a - b) ** 2, -1))\n", 3),
         Invalid("import tensorflow as tf\ndef volume(gt, pred):\n"
                 "    return tf.sqrt(tf.square(gt / pred - pred / gt))\n", 3),
+        # one square root of the product of the two sums of squares
+        Invalid("import tensorflow as tf\ndef cos_mode(a, b):\n    sq_norm_1 = tf.reduce_sum(a ** 2, axis=-1)\n"
+                "    sq_norm_2 = tf.reduce_sum(b ** 2, axis=-1)\n    dot = tf.reduce_sum(a * b, axis=-1)\n"
+                "    return dot / tf.sqrt(sq_norm_1 * sq_norm_2)\n"
+                "with tf.GradientTape() as tape:\n    loss = cos_mode(x, y)\n", 6, "cosine"),
         Invalid("import tensorflow as tf\ndef cosine(x_n, x_k):\n    dots = tf.reduce_sum(x_n * x_k, -1)\n"
                 "    return dots / (tf.norm(x_n, axis=-1) * tf.norm(x_k, axis=-1))\n", 4, "cosine"),
         Invalid("import tensorflow as tf\ndef unit(v):\n"
@@ -203,7 +213,14 @@ class NanGradientAtZero(Rule):
             if isinstance(value, cst.Call) and ctx.call_name(value) in NORMS and self._euclidean(ctx, value):
                 tensor = arg(value, 0, "tensor")
             elif isinstance(value, cst.Call) and ctx.call_name(value) in SQRTS:
-                tensor = self._summed_squares(ctx, arg(value, 0, "x"), differences=False)
+                inside = arg(value, 0, "x")
+                # one root of the product of both sums of squares: `sqrt(sum(a * a) * sum(b * b))`
+                product = ctx.flow.value_of(inside) if inside is not None else None
+                sides = [product.left, product.right] if isinstance(product, cst.BinaryOperation) \
+                    and isinstance(product.operator, cst.Multiply) else [inside]
+                squared = (self._summed_squares(ctx, side, differences=False) for side in sides)
+                return next((t for t in squared if t is not None
+                             and any(same_value(ctx.flow, t, m) for m in made_of)), None)
             else:
                 return None
             return tensor if tensor is not None and any(same_value(ctx.flow, tensor, m) for m in made_of) else None
