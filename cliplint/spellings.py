@@ -9,6 +9,8 @@ from functools import lru_cache
 _PREFIXES = (
     ("tensorflow.compat.v1.keras.", "keras."),
     ("tensorflow.compat.v2.keras.", "keras."),
+    ("tensorflow.contrib.keras.api.keras.", "keras."),  # TF 1.2-1.3's Keras
+    ("tensorflow.contrib.keras.", "keras."),
     ("tensorflow.python.keras.", "keras."),
     ("tensorflow.keras.", "keras."),
     ("keras._tf_keras.keras.", "keras."),

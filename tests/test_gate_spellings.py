@@ -61,6 +61,11 @@ def assigned(text: str) -> str:
     return text.replace("import tensorflow as tf\n", "import tensorflow\ntf = tensorflow.compat.v2\n")
 
 
+def contrib_keras(text: str) -> str:
+    """TF 1.2-1.3's `tf.contrib.keras` for `tf.keras`."""
+    return re.sub(r"(?<![\w.])tf\.keras\.", "tf.contrib.keras.", text)
+
+
 def tf2_aliases(text: str) -> str:
     """`tf.losses.X` and `tf.optimizers.X` for `tf.keras.losses.X` and `tf.keras.optimizers.X`:
     TensorFlow 2's own names for Keras's modules."""
@@ -69,7 +74,7 @@ def tf2_aliases(text: str) -> str:
 
 SPELLINGS: Dict[str, Callable[[str], str]] = {
     "hoisted": hoisted, "namespaced": namespaced, "renamed": renamed, "assigned": assigned,
-    "tf2_aliases": tf2_aliases}
+    "tf2_aliases": tf2_aliases, "contrib_keras": contrib_keras}
 
 
 def _variants() -> List[Tuple[str, str, str]]:
