@@ -66,6 +66,13 @@ class ProbabilitiesLossOnLogits(Rule):
         apply the sigmoid or softmax itself. Not offered for string names.
     """
     VALID = [
+        # the same loss in a test step, logged; the training step's is the finding (not here: a softmax)
+        "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
+        "logits_model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
+        "loss_object = tf.keras.losses.SparseCategoricalCrossentropy()\n"
+        "def train_step(x, y):\n    with tf.GradientTape() as tape:\n        loss = loss_object(y, model(x))\n"
+        "    grads = tape.gradient(loss, model.trainable_variables)\n"
+        "def test_step(x, y):\n    test_loss(loss_object(y, logits_model(x)))\n",
         # the linear layer is in a branch the script's constant switches off
         "import tensorflow as tf\nCLASSIFICATION = True\nmodel = tf.keras.models.Sequential()\n"
         "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
@@ -163,7 +170,10 @@ class ProbabilitiesLossOnLogits(Rule):
             if isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
                     and not self._from_logits(ctx, call):
                 predictions = ctx.flow.value_of(call.args[1].value)
-                if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call):
+                # in a training step: where the module shows what it differentiates, a loss that is
+                # not part of it (a test step's, logged) is not one
+                if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call) \
+                        and (ctx.flow.trained_on(call) or not ctx.flow.differentiated()):
                     yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
 
     def _report(self, ctx: Context, loss, model, what: str, at=None) -> Iterator[Report]:
