@@ -72,7 +72,8 @@ class ProbabilitiesLossOnLogits(Rule):
         "loss_object = tf.keras.losses.SparseCategoricalCrossentropy()\n"
         "def train_step(x, y):\n    with tf.GradientTape() as tape:\n        loss = loss_object(y, model(x))\n"
         "    grads = tape.gradient(loss, model.trainable_variables)\n"
-        "def test_step(x, y):\n    test_loss(loss_object(y, logits_model(x)))\n",
+        "def test_step(x, y):\n    test_loss(loss_object(y, logits_model(x)))\n"
+        "for x, y in dataset:\n    train_step(x, y)\n    test_step(x, y)\n",
         # the linear layer is in a branch the script's constant switches off
         "import tensorflow as tf\nCLASSIFICATION = True\nmodel = tf.keras.models.Sequential()\n"
         "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
@@ -170,10 +171,8 @@ class ProbabilitiesLossOnLogits(Rule):
             if isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
                     and not self._from_logits(ctx, call):
                 predictions = ctx.flow.value_of(call.args[1].value)
-                # in a training step: where the module shows what it differentiates, a loss that is
-                # not part of it (a test step's, logged) is not one
                 if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call) \
-                        and (ctx.flow.trained_on(call) or not ctx.flow.differentiated()):
+                        and not self._evaluated_only(ctx, call):
                     yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
 
     def _report(self, ctx: Context, loss, model, what: str, at=None) -> Iterator[Report]:
@@ -214,6 +213,15 @@ class ProbabilitiesLossOnLogits(Rule):
         if qualified in LOSS_FUNCTIONS:
             return LOSS_FUNCTIONS[qualified], None
         return None
+
+    @staticmethod
+    def _evaluated_only(ctx: Context, call: cst.Call) -> bool:
+        """A loss the module visibly does not train on: it differentiates something, and this
+        loss is not part of it, computed in a function the module calls (a test step whose loss
+        is logged). A loss helper nobody here calls may be trained by its importers: kept."""
+        function = next((a for a in ctx.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
+        return function is not None and bool(ctx.flow.call_sites(function)) and bool(ctx.flow.differentiated()) \
+            and not ctx.flow.trained_on(call)
 
     @staticmethod
     def _from_logits(ctx: Context, call: cst.Call) -> bool:
