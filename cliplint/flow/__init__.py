@@ -19,12 +19,13 @@ from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
 
+from ..names import SIGMOID, SOFTMAX
 from ..probes import Snippet
-from .constants import constant
+from .constants import constant, literal_numbers
 from .formulas import feeds
 from .gradients import Element, Gradients, GradList
 from .local import Binding, Dataflow
-from .nodes import ModuleIndex
+from .nodes import ModuleIndex, arg
 from .probabilities import Compiled, Probabilities, Source
 from .snippets import snippet
 
@@ -63,8 +64,15 @@ class Flow(Dataflow):
         return self.gradients.none_guarded(use, binding)
 
     def probability(self, expr: Optional[cst.BaseExpression]) -> Optional[Source]:
-        """(softmax | sigmoid | 1-sigmoid, producing node, padded) when `expr` holds probabilities."""
-        return self.probabilities.probability(expr, frozenset())
+        """(softmax | sigmoid | 1-sigmoid, producing node, padded) when `expr` holds probabilities.
+        Not a softmax of numbers written in the file (`tf.nn.softmax(tf.constant([[1., 2., 3.]]))`, a
+        demo comparing a hand-written cross-entropy with TensorFlow's): nothing trains through it."""
+        found = self.probabilities.probability(expr, frozenset())
+        node = found.node if found is not None else None
+        if isinstance(node, cst.Call) and self.ctx.call_name(node) in SOFTMAX | SIGMOID \
+                and literal_numbers(self, arg(node, 0)):  # the function itself, not a layer (which has weights)
+            return None
+        return found
 
     def model_output(self, model: cst.BaseExpression) -> Optional[Source]:
         """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""

@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 import libcst as cst
 
 from .bindings import Binding, LocalFlow
-from .constants import UNKNOWN, constant
+from .constants import UNKNOWN, constant, switched_off
 from .nodes import Function
 
 
@@ -97,14 +97,23 @@ class CallSummaries(LocalFlow):
                 return binding.owner
         return None
 
-    def _passed_definition(self, param: Binding) -> Optional[cst.CSTNode]:
-        """The function or class a parameter is given by name at a call of its function, which
-        calling the parameter runs (`train(build_model)`, `Agent(env, PolicyNet)`). Not while the
-        call sites are being gathered: they are what this reads."""
-        if self._gathering or not isinstance(param.owner, (cst.FunctionDef, cst.Lambda)):
-            return None
-        for call in self.call_sites(param.owner):
+    def passed(self, param: Binding) -> List[Tuple[cst.Call, cst.BaseExpression]]:
+        """(call, argument) for what each call of a parameter's function passes it: the call a
+        query entered the function from (`sites`), else every call. None while the call sites
+        are being gathered: they are what this reads."""
+        if self._gathering or param.kind != "param" or not isinstance(param.owner, (cst.FunctionDef, cst.Lambda)):
+            return []
+        found = []
+        for call in self.sites(param.owner):
             argument = self.argument_for(call, param.owner, param.name)
+            if argument is not None:
+                found.append((call, argument))
+        return found
+
+    def _passed_definition(self, param: Binding) -> Optional[cst.CSTNode]:
+        """The function or class a parameter is given by name, which calling the parameter runs
+        (`train(build_model)`, `Agent(env, PolicyNet)`)."""
+        for _, argument in self.passed(param):
             given = self.binding_of(argument) if isinstance(argument, cst.Name) else \
                 self.imported(argument) if isinstance(argument, cst.Attribute) else None
             if given is not None and given.kind == "def":
@@ -112,17 +121,9 @@ class CallSummaries(LocalFlow):
         return None
 
     def _passed_class(self, param: Binding, depth: int) -> Optional[cst.ClassDef]:
-        """The class a parameter holds, or holds an instance of, at a call of its function
-        (`Agent(env, PolicyNet)` for `def __init__(self, env, policy_net)`: `policy_net(n)` builds a
-        PolicyNet). Not while the call sites are being gathered: they are what this reads."""
-        if self._gathering or not isinstance(param.owner, (cst.FunctionDef, cst.Lambda)):
-            return None
-        for call in self.call_sites(param.owner):
-            argument = self.argument_for(call, param.owner, param.name)
-            found = self.class_of(argument, depth + 1) if argument is not None else None
-            if found is not None:
-                return found
-        return None
+        """The class a parameter holds, or holds an instance of (`Agent(env, PolicyNet)` for
+        `def __init__(self, env, policy_net)`: `policy_net(n)` builds a PolicyNet)."""
+        return next(filter(None, (self.class_of(argument, depth + 1) for _, argument in self.passed(param))), None)
 
     def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
         binding = self.imported(expr)
@@ -305,20 +306,7 @@ class CallSummaries(LocalFlow):
         """Is `node` in a branch of `function` that `call` switches off? (`if activation:` with
         `activation=False` passed, `if not is_training:` with `is_training=True`, and the same for
         `a if is_training else b`)."""
-        for anc in self.ctx.ancestors(node):
-            if anc is function:
-                return False
-            if isinstance(anc, (cst.If, cst.IfExp)) and not self.ctx.encloses(anc.test, node):
-                test, negated = anc.test, False
-                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-                    test, negated = test.expression, True
-                if not isinstance(test, cst.Name):
-                    continue
-                passed = self.argument_for(call, function, test.value)
-                value = constant(self, passed) if passed is not None else UNKNOWN
-                if value is UNKNOWN:
-                    continue
-                taken = bool(value) != negated
-                if self.ctx.encloses(anc.body, node) != taken:
-                    return True
-        return False
+        def passed(test: cst.BaseExpression) -> object:
+            given = self.argument_for(call, function, test.value) if isinstance(test, cst.Name) else None
+            return constant(self, given) if given is not None else UNKNOWN
+        return switched_off(self, node, function, passed)

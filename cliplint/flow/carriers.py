@@ -35,7 +35,7 @@ from typing import Callable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 import libcst as cst
 
 from ..names import MAPPERS
-from .constants import UNKNOWN, constant
+from .constants import UNKNOWN, constant, dead
 from .local import Binding, Dataflow
 from .nodes import MAX_DEPTH, arg, grandparent
 
@@ -72,17 +72,12 @@ def _bound(flow: Dataflow, expr: cst.BaseExpression) -> List[Origin]:
     if binding.kind == "assign" and binding.value is not None:
         found = []
         for reaching in flow.reaching(expr):  # every branch's assignment: the join of the paths
-            value = (flow.unpacked(reaching) if reaching.path else reaching.value) if reaching.kind == "assign" \
-                else None
+            value = (flow.unpacked(reaching) if reaching.path else reaching.value) \
+                if reaching.kind == "assign" and not dead(flow, reaching.owner) else None  # not a folded-off branch
             found += [Origin(value, ())] if value is not None else []
         return found
-    if binding.kind == "param" and isinstance(binding.owner, (cst.FunctionDef, cst.Lambda)):
-        passed = []
-        for call in flow.sites(binding.owner):
-            argument = flow.argument_for(call, binding.owner, binding.name)
-            if argument is not None:
-                passed.append(Origin(argument, (flow.describe_call(call),)))
-        return passed
+    if binding.kind == "param":
+        return [Origin(argument, (flow.describe_call(call),)) for call, argument in flow.passed(binding)]
     return []
 
 
@@ -218,7 +213,7 @@ def _through_kwargs(flow: Dataflow, expr: cst.BaseExpression, name: str, depth: 
     star = function.params.star_kwarg
     if star is None or star.name.value != binding.name:
         return None
-    for site in flow.call_sites(function):
+    for site in flow.sites(function):  # the call a query entered from, if any: its `**kwargs`
         found = keyword(flow, site, name, depth + 1)
         if found is not None:
             return found

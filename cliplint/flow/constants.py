@@ -4,7 +4,7 @@ constants, parameter defaults and command-line flag defaults (`args.clipnorm`, `
 from __future__ import annotations
 
 import enum
-from typing import Dict, Final, Optional, Tuple, Union
+from typing import Callable, Dict, Final, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -175,16 +175,23 @@ def ruled_out(flow: LocalFlow, node: cst.CSTNode, holder: cst.BaseExpression, va
 def dead(flow: LocalFlow, node: cst.CSTNode) -> bool:
     """Is `node` in a branch that never runs, its test folding to a constant (`CLASSIFICATION =
     True` at the top of a script, then `if CLASSIFICATION: ... else: <node>`)?"""
+    return switched_off(flow, node, None, lambda test: constant(flow, test))
+
+
+def switched_off(flow: LocalFlow, node: cst.CSTNode, within: Optional[cst.CSTNode],
+                 fold: Callable[[cst.BaseExpression], object]) -> bool:
+    """Is `node` in the branch of an `if` or `a if c else b` (up to `within`, else its function)
+    that the test `fold` gives a constant for (`not` read through) does not take?"""
     for ancestor in flow.ctx.ancestors(node):
+        if ancestor is within or (within is None and isinstance(ancestor, (cst.FunctionDef, cst.Module))):
+            return False
         if isinstance(ancestor, (cst.If, cst.IfExp)) and not flow.ctx.encloses(ancestor.test, node):
             test, negated = ancestor.test, False
             if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
                 test, negated = test.expression, True
-            value = constant(flow, test)
+            value = fold(test)
             if value is not UNKNOWN and (bool(value) != negated) != flow.ctx.encloses(ancestor.body, node):
                 return True
-        if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
-            return False
     return False
 
 

@@ -276,8 +276,7 @@ class Gradients:
                 or not any(trace(self.flow, r, lambda e: e if e is result else None) is not None
                            for r in self.flow.returned(binding.owner)):
             return None
-        for call in self.flow.call_sites(binding.owner):
-            passed = self.flow.argument_for(call, binding.owner, binding.name)
+        for call, passed in self.flow.passed(binding):
             if not isinstance(passed, (cst.Name, cst.Subscript)):
                 continue
             found = self.gradient_element(passed)

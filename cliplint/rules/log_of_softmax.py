@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import SAFE, UNSAFE, Fix, Report
-from ..flow.constants import UNKNOWN, literal_numbers
+from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
 from ..names import SIGMOID, SOFTMAX
@@ -80,6 +80,9 @@ class LogOfSoftmax(Rule):
         import of the file names the log form (a fix never adds an import).
     """
     VALID = [
+        # the softmax is assigned in a branch the script's constant switches off
+        "import tensorflow as tf\nUSE_SOFTMAX = False\nh = tf.layers.dense(x, 10)\nif USE_SOFTMAX:\n"
+        "    out = tf.nn.softmax(h)\nelse:\n    out = h\nloss = -tf.reduce_sum(y * tf.log(out + 1e-8))\n",
         # a demo on numbers written in the file: nothing computes them, nothing trains
         "import numpy as np, tensorflow as tf\nx = np.array([[12, 3, 2], [3, 10, 1]])\n"
         "cost = -tf.reduce_sum(y * tf.log(tf.nn.softmax(x)))\n"
@@ -169,17 +172,9 @@ class LogOfSoftmax(Rule):
             if ctx.call_name(call) not in LOGS or self._feeds_sampling(ctx, call):
                 continue
             source = ctx.flow.probability(arg(call, 0, "x"))
-            if source is not None and not self._of_literals(ctx, source):
+            if source is not None:
                 yield Report(call, self._message(source), probe=self._probe(ctx, call, source),
                              fix=self._fix(ctx, call, source))
-
-    @staticmethod
-    def _of_literals(ctx: Context, source: Source) -> bool:
-        """A softmax or sigmoid of numbers written in the file (a demo comparing the hand-written
-        cross-entropy with TensorFlow's): nothing computes them, nothing is trained through it."""
-        node = source.node
-        return isinstance(node, cst.Call) and ctx.call_name(node) in LOG_FORMS \
-            and literal_numbers(ctx.flow, arg(node, 0, "logits"))
 
     @staticmethod
     def _message(source: Source) -> str:
