@@ -45,7 +45,7 @@ _SYNONYMS = {
 # TensorFlow 2's `tf.optimizers` and `tf.losses` are Keras's modules (measured, TF 2.21:
 # `tf.losses.SparseCategoricalCrossentropy is keras.losses.SparseCategoricalCrossentropy`). TF 1's
 # `tf.losses` (also `tf.compat.v1.losses`) is its own, with these names: they stay TensorFlow's.
-_KERAS_MODULES = ("tensorflow.optimizers.", "tensorflow.losses.")
+KERAS_MODULES = ("tensorflow.optimizers.", "tensorflow.losses.")
 _TF1_LOSSES = frozenset({
     "absolute_difference", "add_loss", "compute_weighted_loss", "cosine_distance", "get_losses",
     "get_regularization_loss", "get_regularization_losses", "get_total_loss", "hinge_loss", "huber_loss",
@@ -56,7 +56,7 @@ _TF1_LOSSES = frozenset({
 def _keras_module(dotted: str) -> str:
     """`tensorflow.losses.BinaryCrossentropy` -> `keras.losses.BinaryCrossentropy` (TF 2's alias);
     TF 1's `tensorflow.losses.softmax_cross_entropy` is left as it is."""
-    for module in _KERAS_MODULES:
+    for module in KERAS_MODULES:
         if dotted.startswith(module) and dotted[len(module):].split(".", 1)[0] not in _TF1_LOSSES:
             return "keras." + dotted[len("tensorflow."):]
     return dotted

@@ -207,9 +207,11 @@ class SoftmaxThenFromLogits(Rule):
             kind = self._from_logits(ctx, compiled.loss)
             output = ctx.flow.model_output(compiled.model) if kind else None
             if output and kind:  # any squashing: sigmoid outputs given to a softmax are flattened too
-                report = self._report(ctx, compiled.loss, kind, output, "the model output",
-                                      {"loss": ctx.flow.snippet(ctx.flow.value_of(compiled.loss))})
-                yield self._at_keyword(ctx, report, compiled)
+                keyword = self._keyword(ctx, compiled)
+                loss = f"the loss given to `{ctx.text(compiled.call.func)}`" if keyword is not None else "the loss"
+                yield self._report(ctx, keyword or compiled.loss, kind, output, "the model output",
+                                   {"loss": ctx.flow.snippet(ctx.flow.value_of(compiled.loss))}, loss,
+                                   fix_of=compiled.loss)
         compiling = {compiled.call for compiled in ctx.flow.compiled()}
         for call in ctx.nodes(cst.Call):
             if call not in compiling:
@@ -238,20 +240,16 @@ class SoftmaxThenFromLogits(Rule):
             yield self._report(ctx, call, kind, source, what, probe)
 
     @staticmethod
-    def _at_keyword(ctx: Context, report: Report, compiled: Compiled) -> Report:
-        """A loss built apart from `compile` (`loss_fn = ...(from_logits=True)`, then
-        `compile(loss=loss_fn)`) is reported on its `from_logits=True`, the code the fix edits
-        and a reader changes, and the message names the compile; a loss of a linked module
-        stays on this file's `compile`."""
+    def _keyword(ctx: Context, compiled: Compiled) -> Optional[cst.Arg]:
+        """The `from_logits=True` of a loss built in this file apart from `compile`
+        (`loss_fn = ...(from_logits=True)`, then `compile(loss=loss_fn)`): where it is reported,
+        the code the fix edits and a reader changes. None for a loss written inline or of a
+        linked module (then the finding stays on this file's `compile`)."""
         call = ctx.flow.value_of(compiled.loss)
-        keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == "from_logits"),
-                       None) if isinstance(call, cst.Call) and call is not compiled.loss else None
-        if keyword is None or keyword not in ctx.own:
-            return report
-        report.message = report.message.replace(
-            "the loss applies", f"the loss given to `{ctx.text(compiled.call.func)}` applies", 1)
-        report.node = keyword
-        return report
+        if not isinstance(call, cst.Call) or call is compiled.loss:
+            return None
+        keyword = next((a for a in call.args if a.keyword is not None and a.keyword.value == "from_logits"), None)
+        return keyword if keyword is not None and keyword in ctx.own else None
 
     def _from_logits(self, ctx: Context, loss) -> Optional[str]:
         """'softmax'/'sigmoid' when `loss` holds a from_logits=True loss (through every carrier)."""
@@ -276,9 +274,11 @@ class SoftmaxThenFromLogits(Rule):
         return None
 
     def _report(self, ctx: Context, node, kind: str, source: Source, what: Optional[str],
-                probe: FromLogitsFields) -> Report:
+                probe: FromLogitsFields, loss: str = "the loss", fix_of=None) -> Report:
         """`what` went through `source` (softmax or sigmoid), then into a loss that applies `kind`
-        itself; `what` is None for a `tf.nn.*_with_logits` op (`probe["op"]`), which has no `from_logits`."""
+        itself; `what` is None for a `tf.nn.*_with_logits` op (`probe["op"]`), which has no `from_logits`.
+        `loss` is how the message names the loss; `fix_of` the loss the fix edits when `node` is not it
+        (its `from_logits=True` keyword)."""
         squashed = SQUASHED_BY[source.kind]
         where = f"(`{ctx.text(source.node).strip().splitlines()[0][:80]}`)"
         if source.via:
@@ -295,11 +295,11 @@ class SoftmaxThenFromLogits(Rule):
             instead = f"Pass the values from before the {squashed}"
             if what == "the model output":
                 instead = "Make the last layer linear"
-            message = (f"the loss applies {kind} itself (`from_logits=True`), but {what} already went through "
+            message = (f"{loss} applies {kind} itself (`from_logits=True`), but {what} already went through "
                        f"{squashed} {where}: {twice} {instead}, or drop `from_logits=True`.")
         if squashed != kind:
             probe["squashed"] = squashed
-        return Report(node, message, probe=FROM_LOGITS[kind](**probe), fix=self._fix(ctx, node))
+        return Report(node, message, probe=FROM_LOGITS[kind](**probe), fix=self._fix(ctx, fix_of or node))
 
     @staticmethod
     def _fix(ctx: Context, loss) -> Optional[Fix]:

@@ -20,6 +20,7 @@ import os
 import unicodedata
 
 from ..findings import CLIP_OPTIONS
+from ..spellings import KERAS_MODULES
 
 # Pure-computation TensorFlow symbols the probes need (math, nn, clip, reduce, tensors, dtypes).
 _TENSORFLOW = """
@@ -168,7 +169,6 @@ FLOAT_STRINGS = frozenset({"inf", "+inf", "-inf", "infinity", "-infinity", "nan"
 
 # Spellings of the Keras namespace, folded onto `keras.` (the flavour the worker runs).
 _KERAS_SPELLINGS = ("tensorflow.keras.", "tf_keras.", "keras.api._v2.keras.", "keras._tf_keras.keras.")
-_KERAS_MODULES = ("tensorflow.losses.", "tensorflow.optimizers.")  # TF 2's names of Keras's modules
 _TF2 = "tensorflow.compat.v2."  # the very module `tensorflow` is in TF 2
 
 
@@ -187,7 +187,7 @@ def entry(qualified: str) -> str:
     for spelling in _KERAS_SPELLINGS:
         if qualified.startswith(spelling):
             return "keras." + qualified[len(spelling):]
-    for module in _KERAS_MODULES:  # TF 2's `tf.losses.X` is `keras.losses.X` itself, when Keras has an X
+    for module in KERAS_MODULES:  # TF 2's `tf.losses.X` is `keras.losses.X` itself, when Keras has an X
         if qualified.startswith(module) and (keras := "keras." + qualified[len("tensorflow."):]) in SYMBOLS:
             return keras
     return qualified
