@@ -91,6 +91,15 @@ class Flow(Dataflow):
             self._trained[node] = feeds(self, node, self.differentiated())
         return self._trained[node]
 
+    def evaluated_only(self, node: cst.CSTNode) -> bool:
+        """Does the module visibly not train on the value `node` makes? It differentiates
+        something, this is not part of it, and it is computed in a function the module calls (a
+        test step whose loss is logged). A helper nobody here calls may be trained by its
+        importers: not this."""
+        function = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        return function is not None and bool(self.call_sites(function)) and bool(self.differentiated()) \
+            and not self.trained_on(node)
+
     def compiled(self) -> List[Compiled]:
         """Every model the file gives the loss it trains with (`model.compile(loss=...)` and the
         like; not a linked module's, whose findings are its own)."""

@@ -172,7 +172,7 @@ class ProbabilitiesLossOnLogits(Rule):
                     and not self._from_logits(ctx, call):
                 predictions = ctx.flow.value_of(call.args[1].value)
                 if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call) \
-                        and not self._evaluated_only(ctx, call):
+                        and not ctx.flow.evaluated_only(call):
                     yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
 
     def _report(self, ctx: Context, loss, model, what: str, at=None) -> Iterator[Report]:
@@ -213,15 +213,6 @@ class ProbabilitiesLossOnLogits(Rule):
         if qualified in LOSS_FUNCTIONS:
             return LOSS_FUNCTIONS[qualified], None
         return None
-
-    @staticmethod
-    def _evaluated_only(ctx: Context, call: cst.Call) -> bool:
-        """A loss the module visibly does not train on: it differentiates something, and this
-        loss is not part of it, computed in a function the module calls (a test step whose loss
-        is logged). A loss helper nobody here calls may be trained by its importers: kept."""
-        function = next((a for a in ctx.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
-        return function is not None and bool(ctx.flow.call_sites(function)) and bool(ctx.flow.differentiated()) \
-            and not ctx.flow.trained_on(call)
 
     @staticmethod
     def _from_logits(ctx: Context, call: cst.Call) -> bool:
