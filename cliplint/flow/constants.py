@@ -9,7 +9,7 @@ from typing import Callable, Dict, Final, Optional, Tuple, Union
 import libcst as cst
 
 from .bindings import LocalFlow
-from .nodes import MAX_DEPTH, arg
+from .nodes import MAX_DEPTH, arg, walk
 
 
 class _Unknown(enum.Enum):
@@ -175,7 +175,16 @@ def ruled_out(flow: LocalFlow, node: cst.CSTNode, holder: cst.BaseExpression, va
 def dead(flow: LocalFlow, node: cst.CSTNode) -> bool:
     """Is `node` in a branch that never runs, its test folding to a constant (`CLASSIFICATION =
     True` at the top of a script, then `if CLASSIFICATION: ... else: <node>`)?"""
-    return switched_off(flow, node, None, lambda test: constant(flow, test))
+    def fixed(test: cst.BaseExpression) -> object:
+        """The test's value when it is made of names assigned constants alone: not a parameter
+        (a call may pass another value) nor a flag (`args.x`: the command line may)."""
+        names = [n for n in walk(test) if isinstance(n, cst.Name)]
+        bindings = [flow.binding_of(n) for n in names]
+        if any(isinstance(n, cst.Attribute) for n in walk(test)) \
+                or any(b is None or b.kind != "assign" for b in bindings):
+            return UNKNOWN
+        return constant(flow, test)
+    return switched_off(flow, node, None, fixed)
 
 
 def switched_off(flow: LocalFlow, node: cst.CSTNode, within: Optional[cst.CSTNode],

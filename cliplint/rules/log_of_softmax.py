@@ -115,6 +115,10 @@ class LogOfSoftmax(Rule):
         "lp = tf.math.log(block(h, act=False))\n",
     ]
     INVALID = [
+        # a parameter's default is one value among those calls pass: the branch is live
+        Invalid("import tensorflow as tf\ndef focal(from_logits=False):\n    def fn(y_true, y_pred):\n"
+                "        if from_logits:\n            y_pred = tf.nn.sigmoid(y_pred)\n"
+                "        return -y_true * tf.math.log(y_pred)\n    return fn\n", 6),
         Invalid("import tensorflow as tf\nlp = tf.math.log(tf.nn.softmax(logits))\n", 2, "log_softmax"),
         # stored into a dict on self under a key, read back under it
         Invalid("import tensorflow as tf\nclass VAE:\n    def build(self, logits):\n        self.ops = {}\n"
