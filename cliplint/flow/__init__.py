@@ -91,6 +91,16 @@ class Flow(Dataflow):
             self._trained[node] = feeds(self, node, self.differentiated())
         return self._trained[node]
 
+    def in_forward_pass(self, node: cst.CSTNode) -> bool:
+        """Is `node` in the `call` method of a class with a base (a Keras layer or model's forward
+        pass, which the model's training differentiates)?"""
+        function = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        if function is None or function.name.value != "call":
+            return False
+        block = self.ctx.parent.get(function)
+        owner = self.ctx.parent.get(block) if block is not None else None  # the class, above the block
+        return isinstance(owner, cst.ClassDef) and bool(owner.bases)
+
     def evaluated_only(self, node: cst.CSTNode) -> bool:
         """Does the module visibly not train on the value `node` makes? It differentiates
         something, this is not part of it, and it is computed in a function the module calls (a

@@ -35,6 +35,8 @@ from . import Invalid, Rule
 # Functions that are zero where their input is, with a gradient there that does not cancel NaN.
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
+# A floor at zero keeps a zero zero (`maximum(variance, 0.)`).
+FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
@@ -127,6 +129,11 @@ class NanGradientAtZero(Rule):
         # a norm raised to a power above 1: its gradient at zero is 0 (TransE's squared L2 score)
         "import tensorflow as tf\ndef score(h, r, t):\n    return tf.square(tf.norm(h + r - t, ord=2, axis=-1))\n"
         "def energy(a, b):\n    return tf.norm(a - b, axis=-1) ** 2 + tf.pow(tf.linalg.norm(a - b), 3)\n",
+        # a standard deviation with its epsilon in a layer; one of data statistics, outside any layer
+        "import keras\nfrom keras import ops\nclass Std(keras.layers.Layer):\n    def call(self, x):\n"
+        "        v = ops.mean(ops.square(x - ops.mean(x, 0)), 0)\n        return ops.sqrt(ops.maximum(v, 0.0) + 1e-6)\n"
+        "class Stats:\n    def spread(self, x):\n"
+        "        return ops.sqrt(ops.mean(ops.square(x - ops.mean(x, 0)), 0))\n",
         # the norm of a single vector (not a difference)
         "import tensorflow as tf\nn = tf.norm(h, axis=-1)\n",
         # a cosine and a hand-written normalisation with their epsilon; a ratio of unrelated norms
@@ -162,6 +169,12 @@ class NanGradientAtZero(Rule):
         Invalid("import tensorflow as tf\nfrom tensorflow.keras import backend as K\ndef rmse(y_true, y_pred):\n"
                 "    return K.sqrt(K.mean(K.square(y_true - y_pred)))\n"
                 "model.compile(optimizer='sgd', loss=rmse)\n", 4),
+        # a standard deviation written out in a layer's forward pass: sum / count, floored at zero
+        Invalid("import keras\nfrom keras import ops\nclass StdAggregator(keras.layers.Layer):\n"
+                "    def call(self, messages, count):\n"
+                "        mean = ops.expand_dims(ops.sum(messages, 0) / count, 0)\n"
+                "        variance = ops.sum(ops.square(messages - mean), axis=0) / count\n"
+                "        return ops.sqrt(ops.maximum(variance, 0.0))\n", 7, "standard deviation"),
         Invalid("import tensorflow as tf\nrmse = tf.sqrt(tf.reduce_mean(tf.squared_difference(pred, labels)))\n"
                 "train_op = tf.train.AdamOptimizer(0.01).minimize(rmse + 0.01 * tf.nn.l2_loss(w))\n", 2),
     ]
@@ -198,6 +211,8 @@ class NanGradientAtZero(Rule):
             diff, kind = self._summed_squares(ctx, arg(node, 0, "x")), "sqrt"
             if diff is None and ctx.flow.trained_on(node):  # an RMSE that training minimises
                 diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "rmse"
+            elif diff is None and ctx.flow.in_forward_pass(node):  # a standard deviation a layer computes
+                diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "std"
             return (kind, diff, pairwise(ctx.flow, diff)) if diff is not None else None
         return None
 
@@ -259,11 +274,16 @@ class NanGradientAtZero(Rule):
         reductions = SUMS | MEANS if means else SUMS
 
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and means:
+                return reduced(ctx.flow.value_of(value.left))  # sum(...) / count: a mean written out
             return value if isinstance(value, cst.Call) and ctx.call_name(value) in reductions and value.args \
                 else None
 
         def keeps_zero(value: cst.BaseExpression) -> List[cst.BaseExpression]:
             if isinstance(value, cst.Call) and ctx.call_name(value) in ZERO_KEEPING and value.args:
+                return [value.args[0].value]
+            if isinstance(value, cst.Call) and ctx.call_name(value) in FLOORS and len(value.args) == 2 \
+                    and ctx.flow.constant(value.args[1].value) == 0:  # maximum(v, 0): rounding kept from below 0
                 return [value.args[0].value]
             return []
         total = trace(ctx.flow, expr, reduced, keeps_zero)
@@ -325,7 +345,8 @@ class NanGradientAtZero(Rule):
             return ("a division by the norm of what it divides (`x / norm(x)`, a cosine `a.b / (norm(a) * norm(b))`) "
                     "is NaN at zero, in value and gradient (measured: `[0, 0]` gives NaN). Use "
                     "`tf.math.l2_normalize(x, axis)` or `tf.math.divide_no_nan`.")
-        what = {"norm": "the norm", "rmse": "the root mean square (a loss training minimises)"}.get(
+        what = {"norm": "the norm", "rmse": "the root mean square (a loss training minimises)",
+                "std": "the standard deviation (the root mean square) in a layer's forward pass"}.get(
             kind, "the square root of the sum of squares")
         if pair:
             return (f"{what} of a pairwise difference of one set with itself: its diagonal is always zero, where the "
