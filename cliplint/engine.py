@@ -18,7 +18,7 @@ from .cache import LastRun, result_cache, stat_key
 from .discovery import Target, discover, display_of, force_excluded, unique
 from .files import FileTooLarge, open_regular, read_regular
 from .findings import Finding, bad_input
-from .lint import lint_bytes, prefilter, reached_from_importers, untouched
+from .lint import linked_to_project, lint_bytes, prefilter, untouched
 from .project.session import CURRENT, Project
 from .settings import CONFIG_SUFFIXES, Config
 
@@ -119,12 +119,22 @@ def _lint_data(path: str, data: bytes, codes, display: str) -> Tuple[List[Findin
         from .notebook import lint_notebook
 
         rules = _rules(codes)
-        return lint_notebook(path, data, rules, display) if prefilter(data, rules) else ([], False)
+        follows = prefilter(data, rules) or (b"import" in data and _imports_project(path, data))
+        return lint_notebook(path, data, rules, display) if follows else ([], False)
     tokens = catalogue.tokens(codes)
     found = untouched(data, tokens, display) if tokens is not None else None  # no rule, no libcst
-    if found is not None and not reached_from_importers(path):
+    if found is not None and not linked_to_project(path, data):
         return found, False
     return lint_bytes(path, data, _rules(codes), display)
+
+
+def _imports_project(notebook: str, data: bytes) -> bool:
+    """Does a notebook with no rule's token import its project's modules (which may make what
+    it logs: the gate decides, with their code)?"""
+    from .notebook import code_cells
+
+    cells, failure = code_cells(notebook, data)
+    return failure is None and linked_to_project(notebook, "\n".join(source for _, source in cells).encode())
 
 
 def _audit(path: str, source, rules, display: str) -> Tuple[List[Finding], bool]:

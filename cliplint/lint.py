@@ -27,7 +27,7 @@ def lint_bytes(path: str, data: bytes, rules: Sequence, display: Optional[str] =
                ) -> Tuple[List[Finding], bool]:
     display = display or path
     found = untouched(data, [token for rule in rules for token in rule.tokens], display)
-    if found is not None and not reached_from_importers(path):
+    if found is not None and not linked_to_project(path, data):
         return found, False
     text, failure = decode_python(display, data)
     if failure:
@@ -125,14 +125,16 @@ def _as_python3(path: str, text: str, rules: Sequence, display: str) -> Optional
     return [error, *(replace(f, fix=None) for f in findings if f.code != error.code)], crashed
 
 
-def reached_from_importers(path: str) -> bool:
-    """Is the file imported by its project's modules, which may give it what a rule reports
-    (`losses.ce(model(x), y)` for a file holding only the log)? The byte prefilter then cannot
-    skip it: the gate decides, with the importers' code (`project.session.add_gate_facts`)."""
+def linked_to_project(path: str, data: bytes) -> bool:
+    """Is the file imported by its project's modules, or does it import one? Either may give it
+    what a rule reports (`losses.ce(model(x), y)` for a file holding only the log; a log of what
+    an imported `make_policy` returns). The byte prefilter then cannot skip it: the gate
+    decides, with the linked code (`project.session.add_gate_facts`)."""
+    from .project.importers import imports_project
     from .project.session import CURRENT
 
     reading = CURRENT.get()
-    return reading is not None and bool(reading.importers(path))
+    return reading is not None and (bool(reading.importers(path)) or imports_project(path, data, reading.src))
 
 
 def _imported(path: str, tree) -> Optional["Imported"]:

@@ -222,6 +222,22 @@ def _factory(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{name}(1.0)(logits, features)"
 
 
+def _unpacked_parameter(value: str, depth: int) -> Tuple[List[str], str]:
+    # a pair handed to a helper that unpacks its parameter: `fns, args = policy`
+    name = f"first{depth}"
+    lines = [f"def {name}(policy):", f"    p{depth}, rest{depth} = policy", f"    return p{depth}", ""]
+    return lines, f"{name}(({value}, features))"
+
+
+def _held_instance(value: str, depth: int) -> Tuple[List[str], str]:
+    # a model object given to an agent's constructor, whose method the agent calls: `self.model.build()`
+    model, agent = f"Model{depth}", f"Agent{depth}"
+    lines = [f"class {model}:", "    def build(self, logits, features):", f"        return {value}", "",
+             f"class {agent}:", "    def __init__(self, model):", "        self.model = model", "",
+             "    def act(self, logits, features):", "        return self.model.build(logits, features)", ""]
+    return lines, f"{agent}({model}()).act(logits, features)"
+
+
 def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
 
@@ -322,6 +338,8 @@ CARRIERS = {
     "class argument": _class_argument,
     "factory": _factory,
     "function argument": _function_argument,
+    "unpacked parameter": _unpacked_parameter,
+    "held instance": _held_instance,
     "comprehension": _comprehension,
     "conditional": _conditional,
     "walrus": _walrus,

@@ -77,10 +77,13 @@ class CallSummaries(LocalFlow):
             if found is not None:
                 return found
         value = self.value_of(expr)
+        if isinstance(value, cst.Name) and value is not expr:  # self.model = model, a parameter given Model()
+            return self.class_of(value, depth + 1)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):  # Agent(...)
             return self.class_of(value.func, depth + 1)
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):  # models.Agent(...)
-            return self._imported_class(value.func)
+            # or self.network_cls(...) of `network_cls=FullyConv`
+            return self._imported_class(value.func) or self.class_of(value.func, depth + 1)
         return None
 
     def _made_function(self, factory_call: cst.Call) -> Optional[Function]:
@@ -123,7 +126,16 @@ class CallSummaries(LocalFlow):
     def _passed_class(self, param: Binding, depth: int) -> Optional[cst.ClassDef]:
         """The class a parameter holds, or holds an instance of (`Agent(env, PolicyNet)` for
         `def __init__(self, env, policy_net)`: `policy_net(n)` builds a PolicyNet)."""
-        return next(filter(None, (self.class_of(argument, depth + 1) for _, argument in self.passed(param))), None)
+        given = [argument for _, argument in self.passed(param)]
+        if not given and isinstance(param.owner, cst.FunctionDef) and not self.sites(param.owner):
+            default = self._default(param.owner, param.name)  # `network_cls=FullyConv`, no call seen
+            given = [default] if default is not None else []
+        return next(filter(None, (self.class_of(argument, depth + 1) for argument in given)), None)
+
+    @staticmethod
+    def _default(function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+        params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
+        return next((p.default for p in params if p.name.value == name), None)
 
     def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
         binding = self.imported(expr)
@@ -187,14 +199,23 @@ class CallSummaries(LocalFlow):
         """The calls of this module that run `function` (built once, on first need)."""
         if self._call_sites is None:
             self._call_sites, self._gathering = {}, True
-            for call in self.ctx.nodes(cst.Call):
-                called = self.callee(call)
-                if isinstance(called, cst.ClassDef):  # Agent(...) runs Agent.__init__ with its arguments
-                    called = self.method_named(called, "__init__") or called
-                if called is not None:
-                    self._call_sites.setdefault(called, []).append(call)
+            unresolved = [call for call in self.ctx.nodes(cst.Call) if not self._gather(call)]
             self._gathering = False
+            # A method of an instance a parameter holds (`self.model.build()` with `self.model = model`,
+            # `Agent(Model())`) is known once the first pass has found what each call passes.
+            for call in unresolved:
+                if isinstance(call.func, cst.Attribute) and self.ctx.call_name(call) is None:
+                    self._gather(call)
         return self._call_sites.get(function, [])
+
+    def _gather(self, call: cst.Call) -> bool:
+        """Record the call site of the definition `call` runs; False when it runs none known."""
+        called = self.callee(call)
+        if isinstance(called, cst.ClassDef):  # Agent(...) runs Agent.__init__ with its arguments
+            called = self.method_named(called, "__init__") or called
+        if called is not None and self._call_sites is not None:
+            self._call_sites.setdefault(called, []).append(call)
+        return called is not None
 
     @contextmanager
     def entering(self, *calls: Tuple[cst.CSTNode, cst.Call]) -> Iterator[None]:

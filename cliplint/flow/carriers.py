@@ -72,13 +72,33 @@ def _bound(flow: Dataflow, expr: cst.BaseExpression) -> List[Origin]:
     if binding.kind == "assign" and binding.value is not None:
         found = []
         for reaching in flow.reaching(expr):  # every branch's assignment: the join of the paths
-            value = (flow.unpacked(reaching) if reaching.path else reaching.value) \
-                if reaching.kind == "assign" and not dead(flow, reaching.owner) else None  # not a folded-off branch
-            found += [Origin(value, ())] if value is not None else []
+            if reaching.kind != "assign" or reaching.value is None or dead(flow, reaching.owner):
+                continue  # not a folded-off branch
+            if not reaching.path:
+                found.append(Origin(reaching.value, ()))
+                continue
+            value = flow.unpacked(reaching)
+            found += [Origin(value, ())] if value is not None else _unpacked(flow, reaching.value, reaching.path)
         return found
     if binding.kind == "param":
         return [Origin(argument, (flow.describe_call(call),)) for call, argument in flow.passed(binding)]
     return []
+
+
+def _unpacked(flow: Dataflow, value: cst.BaseExpression, path: Tuple[int, ...], depth: int = 0) -> List[Origin]:
+    """The element at `path` of what `value` holds, through its origins (`fns, args = policy` of
+    a parameter given a tuple, or of an attribute or a call returning one): the tuple's element
+    where a tuple or list literal is reached."""
+    if depth > MAX_DEPTH:
+        return []
+    if isinstance(value, (cst.Tuple, cst.List)):
+        index, rest = path[0], path[1:]
+        if index >= len(value.elements) or isinstance(value.elements[index], cst.StarredElement):
+            return []
+        element = value.elements[index].value
+        return [Origin(element, ())] if not rest else _unpacked(flow, element, rest, depth + 1)
+    return [Origin(found.expr, origin.via + found.via) for origin in origins(flow, value)
+            for found in _unpacked(flow, origin.expr, path, depth + 1)]
 
 
 def _returned(flow: Dataflow, call: cst.Call) -> List[Origin]:

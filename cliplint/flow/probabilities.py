@@ -331,7 +331,11 @@ class Probabilities:
             return Source("sigmoid", call, padded)
         if name in KEEPS_PROBABILITY:
             clipped = padded or name.endswith(("clip_by_value", "clip", "maximum"))
-            return self.probability(arg(call, 0, "x"), seen, clipped)
+            value = arg(call, 0, "x")
+            symmetric = name.endswith(("maximum", "minimum"))
+            if symmetric and value is not None and constant(self.flow, value) is not UNKNOWN:
+                value = arg(call, 1, "y")  # tf.maximum(1e-12, p): the clamp is symmetric
+            return self.probability(value, seen, clipped)
         if name in STACKS:
             return self._stacked(arg(call, 0, "values"), seen, padded)
         if name in ARITHMETIC and len(call.args) >= 2 and not any(a.keyword or a.star for a in call.args[:2]):

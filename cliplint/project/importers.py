@@ -93,6 +93,18 @@ class Importers:
         return path in self._resolved[key]
 
 
+def imports_project(path: str, data: bytes, src: Sequence[str] = ()) -> bool:
+    """Does the source `data` of the file at `path` import one of its project's modules? Read
+    from its import statements alone (the regular expression, each statement parsed by itself)."""
+    statements: List[ast.stmt] = []
+    for match in IMPORT_STATEMENT.finditer(data):
+        try:
+            statements += ast.parse(match.group(1).decode("utf-8", "replace").strip()).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return bool(statements) and bool(imported_modules(statements, path, source_roots(os.path.abspath(path), src)))
+
+
 def module_word(path: str) -> str:
     """The name an importer must write: the module's file name, or its package's for `__init__.py`."""
     stem = os.path.splitext(os.path.basename(path))[0]

@@ -186,11 +186,13 @@ class Reading:
                 target = lookup.chain(table, local)
                 if target is not None and target[1] == path:
                     mine[local] = target[2] if target[0] == "def" else None
+            direct = []
             for name, reads in summary["reads"].items():
                 heads = [read.split(".") for read in reads if read.split(".")[0] in mine]
                 if heads:
-                    callers.append((ref, name))
+                    direct.append(name)
                     used.update(mine[head[0]] or (head[1] if len(head) > 1 else head[0]) for head in heads)
+            callers += [(ref, name) for name in _with_users(summary, direct)]
         return callers, used
 
     def _definitions(self, lookup: Lookup, wanted: List[Tuple[Table, str]], path: str) -> List[Tuple[str, str]]:
@@ -230,6 +232,18 @@ def _with_uses(summary: dict, names: List[str]) -> List[str]:
                 found.add(used)
                 pending.append(used)
     return [name for name in summary["defined"] if name in found]
+
+
+def _with_users(summary: dict, names: List[str]) -> List[str]:
+    """`names` and the module's definitions that use them, `MAX_HOPS` deep: the callers of an
+    importer's helper pass it what it hands on (`compute_entropy(policy)` in the agent's method,
+    `safe_log(policy[0])` in `compute_entropy`)."""
+    found, frontier = dict.fromkeys(names), list(names)
+    for _ in range(MAX_HOPS):
+        frontier = [user for user, uses in summary["uses"].items() if user not in found
+                    and any(name in uses for name in frontier)]
+        found.update(dict.fromkeys(frontier))
+    return list(found)
 
 
 CURRENT: ContextVar[Optional[Reading]] = ContextVar("cliplint_project", default=None)

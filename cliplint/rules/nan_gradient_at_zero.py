@@ -160,6 +160,12 @@ class NanGradientAtZero(Rule):
                 "with tf.GradientTape() as tape:\n    loss = cos_mode(x, y)\n", 6, "cosine"),
         Invalid("import tensorflow as tf\ndef cosine(x_n, x_k):\n    dots = tf.reduce_sum(x_n * x_k, -1)\n"
                 "    return dots / (tf.norm(x_n, axis=-1) * tf.norm(x_k, axis=-1))\n", 4, "cosine"),
+        # the norms of both sets multiplied out by a matrix product (a memory's content addressing)
+        Invalid("import tensorflow as tf\ndef weightings(memory, keys):\n"
+                "    numerator = tf.matmul(keys, memory, adjoint_b=True)\n"
+                "    norm_m = tf.sqrt(tf.reduce_sum(tf.square(memory), axis=2, keepdims=True))\n"
+                "    norm_k = tf.sqrt(tf.reduce_sum(tf.square(keys), axis=2, keepdims=True))\n"
+                "    return numerator / tf.matmul(norm_k, norm_m, adjoint_b=True)\n", 6, "cosine"),
         Invalid("import tensorflow as tf\ndef unit(v):\n"
                 "    n = tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True))\n"
                 "    return v / n\n", 4, "l2_normalize"),
@@ -241,8 +247,11 @@ class NanGradientAtZero(Rule):
             return tensor if tensor is not None and any(same_value(ctx.flow, tensor, m) for m in made_of) else None
 
         def factors(value: cst.BaseExpression) -> List[cst.BaseExpression]:
-            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            products = (cst.Multiply, cst.MatrixMultiply)
+            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, products):
                 return [value.left, value.right]
+            if isinstance(value, cst.Call) and ctx.call_name(value) in PRODUCTS:  # matmul(norm_k, norm_m): all pairs
+                return [a.value for a in value.args if a.keyword is None]
             return [value.value] if isinstance(value, cst.Subscript) else []  # norm[:, None]
         return trace(ctx.flow, denominator, normed, factors) is not None
 
