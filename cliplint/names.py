@@ -102,6 +102,15 @@ SHAPE_CHANGES = frozenset({"tensorflow.expand_dims", "tensorflow.squeeze", "tens
 # exp and the sums a softmax written out divides by; what turns an activation's name into it.
 EXP = frozenset({"tensorflow.exp", "tensorflow.math.exp", "keras.ops.exp", "keras.backend.exp"})
 SUMS = frozenset({"tensorflow.reduce_sum", "tensorflow.math.reduce_sum", "keras.ops.sum", "keras.backend.sum"})
+# Sums and maxima per segment (a graph's edges grouped by node), read back per element by `gather`.
+# (the position of the summed values)
+SEGMENT_SUMS = {"tensorflow.math.unsorted_segment_sum": 0, "tensorflow.unsorted_segment_sum": 0,
+                "tensorflow.math.segment_sum": 0, "tensorflow.segment_sum": 0, "keras.ops.segment_sum": 0,
+                "tensorflow.scatter_nd": 1, "tensorflow.tensor_scatter_nd_add": 2}
+SEGMENT_MAXIMA = frozenset({"tensorflow.math.unsorted_segment_max", "tensorflow.unsorted_segment_max",
+                            "tensorflow.math.segment_max", "tensorflow.segment_max", "tensorflow.tensor_scatter_nd_max",
+                            "keras.ops.segment_max"})
+GATHERS = frozenset({"tensorflow.gather", "keras.ops.take", "keras.backend.gather"})
 MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.

@@ -12,9 +12,9 @@ from typing import Iterator, List, Optional
 
 import libcst as cst
 
-from ..names import EXP, LAYER_FUNCTIONS, MEANS, SHAPE_CHANGES, SUBTRACTS, SUMS
+from ..names import EXP, GATHERS, LAYER_FUNCTIONS, MEANS, SEGMENT_MAXIMA, SEGMENT_SUMS, SHAPE_CHANGES, SUBTRACTS, SUMS
 from .carriers import trace
-from .constants import UNKNOWN, Number, constant, says_small
+from .constants import UNKNOWN, Number, constant, dead, says_small
 from .local import Dataflow
 from .nodes import MAX_DEPTH, arg, walk
 
@@ -111,9 +111,20 @@ def exp_of(flow: Dataflow, expr: Optional[cst.BaseExpression], factors: bool = T
 
 def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.Call]:
     """The `reduce_sum(...)` call `expr` holds, through every carrier and through what keeps a
-    sum a sum here: shape changes, indexing (`[:, None]`) and an added epsilon."""
+    sum a sum here: shape changes, indexing (`[:, None]`) and an added epsilon; or a sum per
+    segment read back per element (`gather(unsorted_segment_sum(e, seg), seg)`: a graph's
+    softmax over each node's edges). The summed values are the call's first argument, or a
+    scatter's second (`scatter_nd(indices, e, shape)`)."""
     def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
-        return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUMS and value.args else None
+        if not isinstance(value, cst.Call):
+            return None
+        name = flow.ctx.call_name(value) or ""
+        if name in SUMS and value.args:
+            return value
+        position = SEGMENT_SUMS.get(name, -1)
+        if 0 < position < len(value.args):  # the summed values first, as `reduce_sum` has them
+            return value.with_changes(args=[value.args[position]])
+        return value if position == 0 and value.args else None
 
     def keeps_the_sum(value: cst.BaseExpression) -> List[cst.BaseExpression]:
         if isinstance(value, cst.Subscript):
@@ -121,7 +132,7 @@ def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.C
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
                 and (constant(flow, value.right) is not UNKNOWN or says_small(value.right)):
             return [value.left]
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES | GATHERS and value.args:
             return [value.args[0].value]
         return []
     return trace(flow, expr, classify, keeps_the_sum)
@@ -136,6 +147,10 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
         return False
     if isinstance(expr, cst.Name) and _max_subtracted_in_place(flow, expr):
         return True
+    if isinstance(expr, cst.Name):
+        reaching = flow.reaching(expr)
+        if len(reaching) > 1:  # the join of the branches: bounded on every path (`if normalize: x = x - max`)
+            return all(_bound_on_path(flow, binding, depth + 1) for binding in reaching)
     value = flow.value_of(expr)
     known = number(flow, value)
     if known is not UNKNOWN:
@@ -161,6 +176,17 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
     if isinstance(op, (cst.Multiply, cst.Divide)):
         return _scaled_bounded(flow, left, right, isinstance(op, cst.Multiply), depth + 1)
     return False
+
+
+def _bound_on_path(flow: Dataflow, binding, depth: int) -> bool:
+    """Is what one reaching binding assigns bounded above? A parameter's or a loop's value is not
+    known to be; a branch folded off (`constants.dead`) takes no path."""
+    if binding.kind != "assign" or binding.value is None:
+        return False
+    if dead(flow, binding.owner):
+        return True
+    value = flow.unpacked(binding) if binding.path else binding.value
+    return value is not None and bounded_above(flow, value, depth)
 
 
 def _small(flow: Dataflow, expr, depth: int) -> bool:
@@ -249,14 +275,14 @@ def _is_max(flow: Dataflow, expr) -> bool:
     what makes `x - m` at most 0."""
     value = flow.value_of(expr)
     for _ in range(3):
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES \
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES | GATHERS \
                 and value.args:
             value = flow.value_of(value.args[0].value)
         elif isinstance(value, cst.Subscript):
             value = flow.value_of(value.value)
         else:
             break
-    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA
+    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA | SEGMENT_MAXIMA
 
 
 def _same(flow: Dataflow, a, b) -> bool:

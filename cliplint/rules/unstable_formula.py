@@ -83,6 +83,10 @@ class UnstableFormula(Rule):
         masked sums, different inputs, or a sum without `keepdims=True` (its shape differs).
     """
     VALID = [
+        # the segment max subtracted first, on every path
+        "import tensorflow as tf\ndef edge_softmax(e, seg, n):\n"
+        "    e = e - tf.gather(tf.math.unsorted_segment_max(e, seg, n), seg)\n    x = tf.exp(e)\n"
+        "    return x / tf.gather(tf.math.unsorted_segment_sum(x, seg, n), seg)\n",
         # the max subtracted first
         "import tensorflow as tf\ne = tf.exp(x - tf.reduce_max(x, axis=-1, keepdims=True))\n"
         "p = e / tf.reduce_sum(e, axis=-1, keepdims=True)\n",
@@ -109,6 +113,15 @@ class UnstableFormula(Rule):
         "p = exp(x) / tf.reduce_sum(exp(x))\n",
     ]
     INVALID = [
+        # a graph's softmax over each node's edges: the sum per segment, gathered back per edge
+        Invalid("import tensorflow as tf\ndef edge_softmax(e, seg, n):\n    x = tf.exp(e)\n"
+                "    return x / tf.gather(tf.math.unsorted_segment_sum(x, seg, n), seg)\n", 4, "max"),
+        # the max subtracted on one path only: the other overflows
+        Invalid("import tensorflow as tf\ndef scatter_softmax(idx, values, shape, normalize=False):\n"
+                "    if normalize:\n"
+                "        values = values - tf.gather(tf.math.unsorted_segment_max(values, idx, shape), idx)\n"
+                "    e = tf.exp(values)\n"
+                "    return e / tf.gather(tf.scatter_nd(tf.expand_dims(idx, 1), e, [shape]), idx)\n", 6, "max"),
         # tf_unet's pixel-wise softmax: the sum tiled back to the channels, divided with `tf.div`
         Invalid("import tensorflow as tf\ndef pixel_wise_softmax(output_map):\n"
                 "    exponential_map = tf.exp(output_map)\n"
