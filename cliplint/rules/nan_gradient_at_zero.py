@@ -28,7 +28,7 @@ from ..flow.formulas import (
     weight,
 )
 from ..flow.nodes import arg, walk
-from ..names import DIVIDES, MATMULS, MEANS, MULTIPLIES, POWERS, SUMS
+from ..names import DIVIDES, MATMULS, MEANS, MULTIPLIES, POWERS, SEGMENT_SUMS, SUMS
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
@@ -36,6 +36,7 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 # A floor at zero keeps a zero zero (`maximum(variance, 0.)`).
+ZEROS = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
 FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
@@ -175,6 +176,14 @@ class NanGradientAtZero(Rule):
         Invalid("import tensorflow as tf\nfrom tensorflow.keras import backend as K\ndef rmse(y_true, y_pred):\n"
                 "    return K.sqrt(K.mean(K.square(y_true - y_pred)))\n"
                 "model.compile(optimizer='sgd', loss=rmse)\n", 4),
+        # a standard deviation per node of a graph: segment sums, floored by zeros_like
+        Invalid("import keras\nfrom keras import ops\nclass Std(keras.layers.Layer):\n"
+                "    def call(self, m, idx, n):\n"
+                "        count = ops.segment_sum(data=ops.ones_like(m), segment_ids=idx, num_segments=n)\n"
+                "        mean = ops.segment_sum(data=m, segment_ids=idx, num_segments=n) / count\n"
+                "        d = ops.square(m - ops.take(mean, idx, axis=0))\n"
+                "        var = ops.segment_sum(data=d, segment_ids=idx, num_segments=n) / count\n"
+                "        return ops.sqrt(ops.maximum(var, ops.zeros_like(var)))\n", 9, "standard deviation"),
         # a standard deviation written out in a layer's forward pass: sum / count, floored at zero
         Invalid("import keras\nfrom keras import ops\nclass StdAggregator(keras.layers.Layer):\n"
                 "    def call(self, messages, count):\n"
@@ -285,14 +294,19 @@ class NanGradientAtZero(Rule):
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and means:
                 return reduced(ctx.flow.value_of(value.left))  # sum(...) / count: a mean written out
-            return value if isinstance(value, cst.Call) and ctx.call_name(value) in reductions and value.args \
+            name = ctx.call_name(value) if isinstance(value, cst.Call) else None
+            per_segment = SEGMENT_SUMS.get(name or "") == 0  # segment_sum(data, ids): a sum per node
+            return value if isinstance(value, cst.Call) and (name in reductions or per_segment) and value.args \
                 else None
+
+        def is_zero(bound: cst.BaseExpression) -> bool:  # 0, or zeros_like(...)
+            return ctx.flow.constant(bound) == 0 or ctx.call_name(ctx.flow.value_of(bound)) in ZEROS
 
         def keeps_zero(value: cst.BaseExpression) -> List[cst.BaseExpression]:
             if isinstance(value, cst.Call) and ctx.call_name(value) in ZERO_KEEPING and value.args:
                 return [value.args[0].value]
             if isinstance(value, cst.Call) and ctx.call_name(value) in FLOORS and len(value.args) == 2 \
-                    and ctx.flow.constant(value.args[1].value) == 0:  # maximum(v, 0): rounding kept from below 0
+                    and is_zero(value.args[1].value):  # maximum(v, 0): rounding kept from below 0
                 return [value.args[0].value]
             return []
         total = trace(ctx.flow, expr, reduced, keeps_zero)
