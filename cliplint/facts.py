@@ -64,6 +64,9 @@ def first_argument(call: ast.Call, keyword: str) -> Optional[ast.expr]:
     return next((k.value for k in call.keywords if k.arg == keyword), None)
 
 
+# The dotted names one local may stand for, at most (an alias of an alias of ...: real code has a few).
+MAX_ALIASES = 64
+
 class Sorted:
     """(position, label) pairs, sorted once, queried by span."""
 
@@ -366,6 +369,8 @@ class Facts:
             for name, value in self.bindings:
                 chain = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
                 head, _, rest = (chain or "").partition(".")
+                if head == name or len(heads.get(name, ())) >= MAX_ALIASES:
+                    continue  # `self.step = self._step` aliases nothing new, and each round would lengthen it
                 for full in list(heads.get(head, ())):
                     dotted = f"{full}.{rest}" if rest else full
                     if dotted not in heads.setdefault(name, set()):
