@@ -111,6 +111,8 @@ SEGMENT_MAXIMA = frozenset({"tensorflow.math.unsorted_segment_max", "tensorflow.
                             "tensorflow.math.segment_max", "tensorflow.segment_max", "tensorflow.tensor_scatter_nd_max",
                             "keras.ops.segment_max"})
 GATHERS = frozenset({"tensorflow.gather", "keras.ops.take", "keras.backend.gather"})
+MAXIMUMS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
+ZEROS_LIKE = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
 MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.

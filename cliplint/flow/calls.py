@@ -133,7 +133,8 @@ class CallSummaries(LocalFlow):
         return next(filter(None, (self.class_of(argument, depth + 1) for argument in given)), None)
 
     @staticmethod
-    def _default(function: cst.FunctionDef, name: str) -> Optional[cst.BaseExpression]:
+    def _default(function: Function, name: str) -> Optional[cst.BaseExpression]:
+        """The default of the parameter `name` of `function` (None when it has none)."""
         params = [*function.params.posonly_params, *function.params.params, *function.params.kwonly_params]
         return next((p.default for p in params if p.name.value == name), None)
 
@@ -246,11 +247,8 @@ class CallSummaries(LocalFlow):
         if any(a.star for a in args):
             return None
         positional = [a.value for a in args if a.keyword is None]
-        for index, param in enumerate(params):
-            if param.name.value == name:
-                return positional[index] if index < len(positional) else param.default
-        kwonly = [p for p in function.params.kwonly_params if p.name.value == name]
-        return kwonly[0].default if kwonly else None
+        index = next((i for i, param in enumerate(params) if param.name.value == name), len(positional))
+        return positional[index] if index < len(positional) else self._default(function, name)
 
     def passed_params(self, function: Function) -> List[cst.Param]:
         """The positional parameters a call fills: a method's `self` (or `cls`) is not one."""

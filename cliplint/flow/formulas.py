@@ -8,7 +8,7 @@ rule's policy: the rules decide what to report from these answers.
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Optional
+from typing import FrozenSet, Iterator, List, Optional
 
 import libcst as cst
 
@@ -116,15 +116,10 @@ def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.C
     softmax over each node's edges). The summed values are the call's first argument, or a
     scatter's second (`scatter_nd(indices, e, shape)`)."""
     def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
-        if not isinstance(value, cst.Call):
+        values = summed_values(flow, value)
+        if values is None or not isinstance(value, cst.Call):
             return None
-        name = flow.ctx.call_name(value) or ""
-        if name in SUMS and value.args:
-            return value
-        position = SEGMENT_SUMS.get(name, -1)
-        if 0 < position < len(value.args):  # the summed values first, as `reduce_sum` has them
-            return value.with_changes(args=[value.args[position]])
-        return value if position == 0 and value.args else None
+        return value if value.args[0].value is values else value.with_changes(args=[cst.Arg(values)])
 
     def keeps_the_sum(value: cst.BaseExpression) -> List[cst.BaseExpression]:
         if isinstance(value, cst.Subscript):
@@ -136,6 +131,17 @@ def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.C
             return [value.args[0].value]
         return []
     return trace(flow, expr, classify, keeps_the_sum)
+
+
+def summed_values(flow: Dataflow, value: cst.BaseExpression,
+                  sums: FrozenSet[str] = SUMS) -> Optional[cst.BaseExpression]:
+    """What a sum adds up, when `value` is one: the first argument of a reduction in `sums`, or
+    the values a sum per segment takes (`unsorted_segment_sum(e, seg)`, `scatter_nd(idx, e, shape)`)."""
+    if not isinstance(value, cst.Call) or not value.args:
+        return None
+    name = flow.ctx.call_name(value) or ""
+    position = 0 if name in sums else SEGMENT_SUMS.get(name, -1)
+    return value.args[position].value if 0 <= position < len(value.args) else None
 
 
 def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> bool:

@@ -25,19 +25,17 @@ from ..flow.formulas import (
     operands,
     pairwise,
     stopped,
+    summed_values,
     weight,
 )
 from ..flow.nodes import arg, walk
-from ..names import DIVIDES, MATMULS, MEANS, MULTIPLIES, POWERS, SEGMENT_SUMS, SUMS
+from ..names import DIVIDES, MATMULS, MAXIMUMS, MEANS, MULTIPLIES, POWERS, SUMS, ZEROS_LIKE
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
 # Functions that are zero where their input is, with a gradient there that does not cancel NaN.
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
-# A floor at zero keeps a zero zero (`maximum(variance, 0.)`).
-ZEROS = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
-FLOORS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
@@ -294,23 +292,22 @@ class NanGradientAtZero(Rule):
         def reduced(value: cst.BaseExpression) -> Optional[cst.Call]:
             if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) and means:
                 return reduced(ctx.flow.value_of(value.left))  # sum(...) / count: a mean written out
-            name = ctx.call_name(value) if isinstance(value, cst.Call) else None
-            per_segment = SEGMENT_SUMS.get(name or "") == 0  # segment_sum(data, ids): a sum per node
-            return value if isinstance(value, cst.Call) and (name in reductions or per_segment) and value.args \
+            return value if isinstance(value, cst.Call) and summed_values(ctx.flow, value, reductions) is not None \
                 else None
 
         def is_zero(bound: cst.BaseExpression) -> bool:  # 0, or zeros_like(...)
-            return ctx.flow.constant(bound) == 0 or ctx.call_name(ctx.flow.value_of(bound)) in ZEROS
+            return ctx.flow.constant(bound) == 0 or ctx.call_name(ctx.flow.value_of(bound)) in ZEROS_LIKE
 
         def keeps_zero(value: cst.BaseExpression) -> List[cst.BaseExpression]:
             if isinstance(value, cst.Call) and ctx.call_name(value) in ZERO_KEEPING and value.args:
                 return [value.args[0].value]
-            if isinstance(value, cst.Call) and ctx.call_name(value) in FLOORS and len(value.args) == 2 \
+            if isinstance(value, cst.Call) and ctx.call_name(value) in MAXIMUMS and len(value.args) == 2 \
                     and is_zero(value.args[1].value):  # maximum(v, 0): rounding kept from below 0
                 return [value.args[0].value]
             return []
         total = trace(ctx.flow, expr, reduced, keeps_zero)
-        squares = total.args[0].value if total is not None else expr  # sqrt(square(d)) is |d|: as singular
+        # sqrt(square(d)) with no sum is |d|: as singular
+        squares = summed_values(ctx.flow, total, reductions) if total is not None else expr
         if squares is None:
             return None
         base = trace(ctx.flow, squares, lambda value: _squared(ctx, value))
