@@ -112,6 +112,9 @@ SEGMENT_MAXIMA = frozenset({"tensorflow.math.unsorted_segment_max", "tensorflow.
                             "keras.ops.segment_max"})
 GATHERS = frozenset({"tensorflow.gather", "keras.ops.take", "keras.backend.gather"})
 MAXIMUMS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
+# Clamps: a tensor floored or capped by a constant (an epsilon's work, done with a bound).
+CLAMPS = MAXIMUMS | frozenset({"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.minimum",
+                               "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum"})
 ZEROS_LIKE = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
 MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})

@@ -353,6 +353,7 @@ CARRIERS = {
     "concat": _assign("tf.concat([{value}, {value}], axis=0)"),
 }
 
+MARK = "  # <-"  # the statement of a multi-statement sink where the finding belongs
 LOG_SINKS = {
     "tf.math.log": "tf.math.log({value})",
     "tf.log": "tf.log({value})",
@@ -360,6 +361,11 @@ LOG_SINKS = {
     "keras.backend.log": "keras.backend.log({value})",
     "keras.ops.log": "keras.ops.log({value})",
     "negative log in a sum": "-tf.reduce_sum(labels * tf.math.log({value}))",
+    # a helper that is a log under another name: its call is the log (the finding is there)
+    "log helper": "def safe_log(x):\n    return tf.math.log(tf.maximum(x, 1e-12))\n"
+                  "loss = -tf.reduce_sum(labels * safe_log({value}))" + MARK,
+    "guarded log helper": "def safe_log(x):\n    return tf.where(x > 0.0, tf.math.log(x + 1e-12), tf.zeros_like(x))\n"
+                          "loss = safe_log({value})" + MARK,
 }
 
 # Losses that squash their input themselves (CL010): probabilities of either kind given to them are
@@ -426,8 +432,6 @@ def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[st
     lines = head + ["    " + line if line else "" for line in body]
     return "\n".join(lines) + "\n", len(head) + marked + 1
 
-
-MARK = "  # <-"  # the statement of a multi-statement sink where the finding belongs
 
 # --- Keras models: built, carried, then compiled with a loss that does not fit their last layer ----
 

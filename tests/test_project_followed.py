@@ -83,10 +83,11 @@ def test_a_file_without_a_token_logs_what_an_imported_helper_returns(tmp_path, r
 
 
 def test_a_helper_is_given_a_softmax_by_its_importers_callers(tmp_path, run_cli):
-    # the log is in util.py; the softmax comes from an agent's class default, through the method
-    # that unpacks the policy its network's `build` returns
+    # the log is util.py's helper; the softmax comes from an agent's class default, through the
+    # method that unpacks the policy its network's `build` returns. The helper is a log under
+    # another name: the finding is at its call, where the softmax meets it, not inside it
     root = write(tmp_path, {"rl/net.py": NETWORK, "rl/util.py": UTIL, "rl/agent.py": AGENT})
-    assert found(run_cli, root, ".") == {("rl/util.py", 5, "CL004")}
+    assert found(run_cli, root, ".") == {("rl/agent.py", 16, "CL004")}
 
 
 @pytest.mark.parametrize("twin", [("tf.nn.softmax(x)", "x")])

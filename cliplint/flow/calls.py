@@ -12,8 +12,9 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
+from ..names import CLAMPS, SHAPE_CHANGES, WHERES
 from .bindings import Binding, LocalFlow
-from .constants import UNKNOWN, constant, switched_off
+from .constants import UNKNOWN, constant, says_small, switched_off
 from .nodes import Function
 
 
@@ -195,6 +196,63 @@ class CallSummaries(LocalFlow):
         if isinstance(function, cst.Lambda):
             return [function.body]
         return [r.value for r in self.returns(function) if r.value is not None]
+
+    def applied_argument(self, call: cst.Call, names: frozenset) -> Optional[cst.BaseExpression]:
+        """What `call` passes to a function that returns one of `names` applied to that argument
+        (`applied_parameter`): `safe_log(probs)` is a log of `probs`. None for any other call."""
+        function = self.callee(call)
+        if not isinstance(function, (cst.FunctionDef, cst.Lambda)):
+            return None
+        parameter = self.applied_parameter(function, names)
+        return self.argument_for(call, function, parameter) if parameter is not None else None
+
+    def applied_parameter(self, function: Function, names: frozenset) -> Optional[str]:
+        """The parameter every return of `function` applies one of `names` to, changed by nothing but
+        an epsilon, a clamp or a cast, with a `where` guard around it allowed (`def safe_log(x):
+        return tf.where(x > 0, tf.log(tf.maximum(x, 1e-12)), 0.)`): the function is that call
+        under another name. None for a function doing anything else."""
+        found = {self._applied(value, names, function, 0) for value in self.returned(function)}
+        parameter = found.pop() if len(found) == 1 else None
+        passed = {param.name.value for param in self.passed_params(function)}
+        return parameter if parameter in passed else None
+
+    def _applied(self, expr: cst.BaseExpression, names: frozenset, function: Function, depth: int) -> Optional[str]:
+        if depth > 6:
+            return None
+        value = self.value_of(expr) if isinstance(expr, cst.Name) else expr
+        if not isinstance(value, cst.Call):
+            return None
+        name = self.ctx.call_name(value)
+        if name in WHERES:  # the guarded branch: the one applying the function
+            branches = {self._applied(b.value, names, function, depth + 1) for b in value.args[1:3]}
+            applied = branches - {None}
+            return applied.pop() if len(applied) == 1 else None
+        if name in names and value.args:
+            return self._unchanged_parameter(value.args[0].value, function, depth + 1)
+        return None
+
+    def _unchanged_parameter(self, expr: cst.BaseExpression, function: Function, depth: int) -> Optional[str]:
+        """The parameter of `function` that `expr` is, but for an epsilon added, a clamp or a cast."""
+        if depth > 6:
+            return None
+        if isinstance(expr, cst.Name):
+            binding = self.binding_of(expr)
+            if binding is not None and binding.kind == "param" and binding.owner is function:
+                return expr.value
+            value = self.value_of(expr)
+            return self._unchanged_parameter(value, function, depth + 1) if value is not expr else None
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            for kept, added in ((expr.left, expr.right), (expr.right, expr.left)):
+                if constant(self, added) is not UNKNOWN or says_small(added):
+                    return self._unchanged_parameter(kept, function, depth + 1)
+            return None
+        name = self.ctx.call_name(expr) if isinstance(expr, cst.Call) else None
+        if isinstance(expr, cst.Call) and (name in CLAMPS or name in SHAPE_CHANGES) and expr.args:
+            value = expr.args[0].value
+            if name in CLAMPS and constant(self, value) is not UNKNOWN and len(expr.args) > 1:
+                value = expr.args[1].value  # tf.maximum(1e-12, x): the clamp is symmetric
+            return self._unchanged_parameter(value, function, depth + 1)
+        return None
 
     def call_sites(self, function: cst.CSTNode) -> List[cst.Call]:
         """The calls of this module that run `function` (built once, on first need)."""

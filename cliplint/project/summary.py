@@ -21,7 +21,8 @@ from .resolve import import_map
 # What makes a definition worth following: a rule's token, or a word the models start from.
 FOLLOWED = tuple(sorted({token for listed in TOKENS.values() for token in listed}
                         | {"softmax", "sigmoid", "Softmax", "exp", "gradient", "clip", "from_logits",
-                           "Sequential", "Model", "Dense", "Conv"}))  # a model whose last layer is linear (CL012)
+                           "Sequential", "Model", "Dense", "Conv",  # a model whose last layer is linear (CL012)
+                           "log("}))  # a helper applying a log is a log where it is called (CL004)
 MAX_VALUE_LINES = 5  # a module-level value longer than this is not a constant anyone folds
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 

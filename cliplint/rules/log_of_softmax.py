@@ -11,7 +11,7 @@ from ..findings import SAFE, UNSAFE, Fix, Report
 from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg, walk
 from ..flow.probabilities import Source
-from ..names import SIGMOID, SOFTMAX
+from ..names import CLAMPS, SIGMOID, SOFTMAX
 from ..probes import LOG_OF, LogOf
 from ..replacements import negated, rebound_between, renamed_callee, spelled
 from . import Invalid, Rule, makes_probabilities
@@ -19,9 +19,6 @@ from . import Invalid, Rule, makes_probabilities
 LOGS = {"tensorflow.math.log", "keras.backend.log", "keras.ops.log", "tensorflow.experimental.numpy.log"}
 LOG_CALLS = frozenset(LOGS)  # every report is a call of one of them
 SAMPLERS = {"tensorflow.random.categorical", "tensorflow.random.stateless_categorical"}
-# What a fix may remove between the log and the softmax: an epsilon added, a clip or a floor.
-PADDING = {"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
-           "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"}
 # The log-space function for each softmax/sigmoid: (its name in the same namespace, canonical
 # names that name it, canonical names to spell it with the file's aliases otherwise).
 LOG_FORMS = {
@@ -56,6 +53,10 @@ class LogOfSoftmax(Rule):
         The same holds for `log(sigmoid(x))` (use `tf.math.log_sigmoid(x)`) and
         `log(1 - sigmoid(x))` (use `tf.math.log_sigmoid(-x)`).
 
+        A helper that is a log under another name (`def safe_log(x): return tf.log(tf.maximum(x,
+        1e-12))`, in this module or another of the project) is a log where it is called: the
+        finding is at the call that gives it probabilities, not inside the helper.
+
         Not reported: a log that only feeds sampling (`tf.random.categorical`: no gradient, and
         `-inf` is the right logit there), and a softmax of numbers written in the file
         (`tf.nn.softmax(tf.constant([[1., 2., 3.]]))`, as demos comparing the hand-written
@@ -77,7 +78,8 @@ class LogOfSoftmax(Rule):
         removes something on the way: an epsilon, a clip, or a name holding the softmax (the
         name stays, its other uses are untouched). Not offered when a probability is picked out
         of the softmax (indexing, `gather`), the softmax's inputs change in between, or no
-        import of the file names the log form (a fix never adds an import).
+        import of the file names the log form (a fix never adds an import), nor at the call of a
+        log helper (the helper's other callers may need it).
     """
     VALID = [
         # the softmax is assigned in a branch the script's constant switches off
@@ -103,6 +105,9 @@ class LogOfSoftmax(Rule):
         "import tensorflow as tf\np = tf.nn.softmax(x)\np = model(x)\nlp = tf.math.log(p)\n",
         # a user's own softmax
         "import tensorflow as tf\ndef softmax(x):\n    return x\nlp = tf.math.log(softmax(x))\n",
+        # a log helper given a standard deviation, not probabilities
+        "import tensorflow as tf\ndef safe_log(x):\n    return tf.math.log(x + 1e-8)\n"
+        "probs = tf.nn.softmax(h)\nnll = safe_log(tf.exp(log_std))\n",
         # a helper whose parameter only ever receives logits
         "import tensorflow as tf\ndef nll(z, y):\n    return -tf.math.log(tf.gather(z, y, batch_dims=1))\n"
         "probs = tf.nn.softmax(h)\nloss = nll(h, y)\n",
@@ -115,6 +120,11 @@ class LogOfSoftmax(Rule):
         "lp = tf.math.log(block(h, act=False))\n",
     ]
     INVALID = [
+        # a helper that is a log under another name: reported at its call
+        Invalid("import tensorflow as tf\ndef safe_log(x):\n"
+                "    return tf.where(tf.equal(x, 0), tf.zeros_like(x), tf.log(tf.maximum(1e-12, x)))\n"
+                "probs = tf.nn.softmax(h)\nentropy = -tf.reduce_sum(probs * safe_log(probs), axis=-1)\n",
+                5, "`safe_log` takes the log"),
         # a parameter's default is one value among those calls pass: the branch is live
         Invalid("import tensorflow as tf\ndef focal(from_logits=False):\n    def fn(y_true, y_pred):\n"
                 "        if from_logits:\n            y_pred = tf.nn.sigmoid(y_pred)\n"
@@ -173,15 +183,35 @@ class LogOfSoftmax(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for call in ctx.nodes(cst.Call):
-            if ctx.call_name(call) not in LOGS or self._feeds_sampling(ctx, call):
+            logged = self._logged(ctx, call)
+            if logged is None or self._feeds_sampling(ctx, call):
                 continue
-            source = ctx.flow.probability(arg(call, 0, "x"))
-            if source is not None:
+            source = ctx.flow.probability(logged)
+            if source is None:
+                continue
+            if ctx.call_name(call) in LOGS:
                 yield Report(call, self._message(source), probe=self._probe(ctx, call, source),
                              fix=self._fix(ctx, call, source))
+            else:  # a helper applying the log: the mistake is this call's, as its fix is
+                defined_at = getattr(ctx.flow.ctx, "defined_at", None)  # a helper of another project module
+                where = defined_at(ctx.flow.callee(call)) if defined_at is not None else None
+                helper = f" {where or f'`{ctx.text(call.func)}`'} takes the log of what it is given."
+                yield Report(call, self._message(source, helper), probe=self._probe(ctx, call, source))
 
     @staticmethod
-    def _message(source: Source) -> str:
+    def _logged(ctx: Context, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """What a log call, or a call of a helper that is a log under another name (`safe_log(p)`,
+        `Flow.applied_argument`), takes the log of. Not the log inside such a helper when the
+        helper is called: each call is the log of what it passes, and is reported there."""
+        if ctx.call_name(call) not in LOGS:
+            return ctx.flow.applied_argument(call, LOG_CALLS)
+        helper = next((a for a in ctx.ancestors(call) if isinstance(a, (cst.FunctionDef, cst.Lambda))), None)
+        if helper is not None and ctx.flow.call_sites(helper) and ctx.flow.applied_parameter(helper, LOG_CALLS):
+            return None
+        return arg(call, 0, "x")
+
+    @staticmethod
+    def _message(source: Source, helper: str = "") -> str:
         kind = source.kind
         hidden = (" The epsilon or clip hides the -inf but makes the gradient vanish for the entries it "
                   "touches." if source.padded else "")
@@ -189,11 +219,11 @@ class LogOfSoftmax(Rule):
                 if source.via else "")
         if kind == "softmax":
             return ("log of a softmax output: in float32 it is -inf once the logit gap passes about 87 "
-                    "(float16: wrong from about 16) and the gradient becomes NaN." + hidden + path +
+                    "(float16: wrong from about 16) and the gradient becomes NaN." + helper + hidden + path +
                     " Use `tf.nn.log_softmax(logits)` or a `from_logits=True` loss.")
         fix = "tf.math.log_sigmoid(-x)" if kind == "1-sigmoid" else "tf.math.log_sigmoid(x)"
         return (f"log of a sigmoid output: the sigmoid underflows to {'1' if kind == '1-sigmoid' else '0'} "
-                f"for large logits, giving -inf and NaN gradients.{hidden}{path} Use `{fix}` or "
+                f"for large logits, giving -inf and NaN gradients.{helper}{hidden}{path} Use `{fix}` or "
                 f"`tf.nn.sigmoid_cross_entropy_with_logits`.")
 
     def _fix(self, ctx: Context, log: cst.Call, source: Source) -> Optional[Fix]:
@@ -244,7 +274,7 @@ class LogOfSoftmax(Rule):
                 if ctx.flow.constant(left) is not UNKNOWN or isinstance(left, cst.Name):
                     return self._path(ctx, right, node, kind, removed + ["the epsilon"])
             return None
-        if isinstance(expr, cst.Call) and ctx.call_name(expr) in PADDING:
+        if isinstance(expr, cst.Call) and ctx.call_name(expr) in CLAMPS:  # what a fix may remove: a clip, a floor
             return self._path(ctx, arg(expr, 0, "x"), node, kind, removed + [f"`{ctx.text(expr.func)}`"])
         return None
 
