@@ -150,6 +150,28 @@ def test_the_src_setting_adds_a_source_root(tmp_path, run_cli):
     assert findings(result) == {("scripts/fit.py", 4, "CL010")}
 
 
+def test_a_tree_without_a_project_marker_finds_its_imports_in_the_folders_above(tmp_path, run_cli):
+    """Files copied out of their checkout (no pyproject.toml, setup.py or .git, no __init__.py):
+    `from shapes.builders import build` in scripts/deep/fit.py is looked up above it."""
+    write(tmp_path, "copy/shapes/builders.py", BUILD)
+    write(tmp_path, "copy/scripts/deep/fit.py", COMPILE.format(module="shapes.builders"))
+    result = run_cli("--output-format", "json", "--no-cache", ".", cwd=tmp_path / "copy")
+    assert findings(result) == {("scripts/deep/fit.py", 4, "CL010")}
+    # with a marker the root is known, and nothing above it is looked in: `shapes` is outside it
+    write(tmp_path, "rooted/shapes/builders.py", BUILD)
+    write(tmp_path, "rooted/scripts/deep/fit.py", COMPILE.format(module="shapes.builders"))
+    write(tmp_path, "rooted/scripts/pyproject.toml", "")
+    result = run_cli("--output-format", "json", "--no-cache", ".", cwd=tmp_path / "rooted")
+    assert findings(result) == set()
+    # a package's folder is never a root: inside keras/src, `backend/tensorflow/` is not TensorFlow
+    for package in ("lib", "lib/backend", "lib/backend/other"):
+        write(tmp_path, f"loose/{package}/__init__.py", "")
+    write(tmp_path, "loose/lib/backend/shapes/builders.py", BUILD)
+    write(tmp_path, "loose/lib/backend/other/fit.py", COMPILE.format(module="shapes.builders"))
+    result = run_cli("--output-format", "json", "--no-cache", ".", cwd=tmp_path / "loose")
+    assert findings(result) == set()
+
+
 def test_a_cycle_of_re_exports_ends(tmp_path, run_cli):
     """a re-exports b's name and b re-exports a's: the name is nowhere, and the run ends."""
     write(tmp_path, "pyproject.toml", "")

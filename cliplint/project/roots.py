@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Optional, Sequence, Tuple
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+LOOSE_DEPTH = 6  # how many folders above a loose script (no project marker) may hold its imports
 
 
 @lru_cache(maxsize=4096)
@@ -25,7 +26,10 @@ def source_roots(path: str, configured: Sequence[str] = ()) -> Tuple[str, ...]:
     """The folders absolute imports are looked up in, first match wins: the `src` setting's,
     the project root's `src/` (a src layout), the project root, and the module's own folder
     unless it is a package (`python train.py` puts a script's folder first on `sys.path`, so a
-    flat layout's `import models` works; a package's `math.py` is no `import math`)."""
+    flat layout's `import models` works; a package's `math.py` is no `import math`). A module with
+    no project marker above it (a tree copied out of its checkout) has no known root: the folders
+    above it, nearest first, are where `from rl.util import x` may start, as they would be for
+    whoever runs it from there."""
     return _roots(os.path.abspath(path), tuple(configured))  # memoised by where the file is, not how it is named
 
 
@@ -39,7 +43,24 @@ def _roots(path: str, configured: Tuple[str, ...]) -> Tuple[str, ...]:
         found += [src, root] if os.path.isdir(src) else [root]
     if not os.path.isfile(os.path.join(here, "__init__.py")):  # a package's module is imported, not run
         found.append(here)
+    if root is None:
+        found += _above(here)
     return tuple(dict.fromkeys(os.path.normpath(folder) for folder in found))
+
+
+def _above(folder: str) -> list:
+    """The folders above `folder`, nearest first, `LOOSE_DEPTH` of them at most, but not a package
+    (a package's folder is imported from above, never put on `sys.path`: keras/src/backend is no
+    root, or its `tensorflow/` would stand for TensorFlow)."""
+    found = []
+    for _ in range(LOOSE_DEPTH):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        if not os.path.isfile(os.path.join(parent, "__init__.py")):
+            found.append(parent)
+        folder = parent
+    return found
 
 
 def dotted(path: str, roots: Sequence[str]) -> str:
