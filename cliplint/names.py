@@ -112,6 +112,8 @@ SEGMENT_MAXIMA = frozenset({"tensorflow.math.unsorted_segment_max", "tensorflow.
                             "keras.ops.segment_max"})
 GATHERS = frozenset({"tensorflow.gather", "keras.ops.take", "keras.backend.gather"})
 MAXIMUMS = frozenset({"tensorflow.maximum", "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum"})
+# Sonnet 1's module base: calling an instance of a subclass runs its `_build`.
+SONNET_MODULES = frozenset({"sonnet.AbstractModule", "sonnet.python.modules.base.AbstractModule"})
 # Clamps: a tensor floored or capped by a constant (an epsilon's work, done with a bound).
 CLAMPS = MAXIMUMS | frozenset({"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.minimum",
                                "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum"})

@@ -88,8 +88,9 @@ class _Unit(NamedTuple):
 
 
 # Methods that run without their name being written: the constructor, a layer's or model's call
-# (`model(x)`), and the rest of the data model (`with`, `for`, `[]`, operators).
-_IMPLICIT_METHODS = {"call", "build", "train_step", "test_step", "predict_step", "compute_loss"}
+# (`model(x)`), a Sonnet 1 module's `_build` (run by calling it), and the rest of the data model
+# (`with`, `for`, `[]`, operators).
+_IMPLICIT_METHODS = {"call", "build", "train_step", "test_step", "predict_step", "compute_loss", "_build"}
 
 
 def _units(body: List[ast.stmt], lines: List[str]) -> Tuple[List[_Unit], List[int]]:

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Iterator, List, Sequence, Tuple
 
-HEADER = ("import functools\n\nimport tensorflow as tf\nimport tensorflow_federated as tff\n"
+HEADER = ("import functools\n\nimport sonnet as snt\nimport tensorflow as tf\nimport tensorflow_federated as tff\n"
           "import tensorflow_model_optimization as tfmot\nfrom tensorflow import keras\n\n")
 
 # name -> (expression making probabilities from `logits`, its clean twin)
@@ -238,6 +238,35 @@ def _held_instance(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{agent}({model}()).act(logits, features)"
 
 
+def _held_attribute(value: str, depth: int) -> Tuple[List[str], str]:
+    # a policy object given to a trainer's constructor, whose attribute the trainer reads:
+    # `self.policy = policy`, then `self.policy.probs`
+    policy, trainer = f"Policy{depth}", f"Trainer{depth}"
+    lines = [f"class {policy}:", "    def __init__(self, logits, features):", f"        self.probs = {value}", "",
+             f"class {trainer}:", "    def __init__(self, policy):", "        self.policy = policy", "",
+             "    def probabilities(self):", "        return self.policy.probs", ""]
+    return lines, f"{trainer}({policy}(logits, features)).probabilities()"
+
+
+def _held_callable(value: str, depth: int) -> Tuple[List[str], str]:
+    # a network built into an attribute and called through it, its pair unpacked:
+    # `self.net = Net()`, then `policy, value = self.net(x)`
+    net, agent = f"Net{depth}", f"Agent{depth}"
+    lines = [f"class {net}:", "    def __call__(self, logits, features):", f"        return {value}, features", "",
+             f"class {agent}:", "    def __init__(self):", f"        self.net = {net}()", "",
+             "    def act(self, logits, features):", f"        p{depth}, v{depth} = self.net(logits, features)",
+             f"        return p{depth}", ""]
+    return lines, f"{agent}().act(logits, features)"
+
+
+def _sonnet_module(value: str, depth: int) -> Tuple[List[str], str]:
+    # a Sonnet 1 module: calling it runs its `_build`
+    name = f"Head{depth}"
+    lines = [f"class {name}(snt.AbstractModule):", "    def _build(self, logits, features):", f"        return {value}",
+             ""]
+    return lines, f"{name}(name='head')(logits, features)"
+
+
 def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
 
@@ -340,6 +369,9 @@ CARRIERS = {
     "function argument": _function_argument,
     "unpacked parameter": _unpacked_parameter,
     "held instance": _held_instance,
+    "held instance's attribute": _held_attribute,
+    "held callable, unpacked": _held_callable,
+    "Sonnet module": _sonnet_module,
     "comprehension": _comprehension,
     "conditional": _conditional,
     "walrus": _walrus,

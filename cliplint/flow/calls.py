@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import CLAMPS, SHAPE_CHANGES, WHERES
+from ..names import CLAMPS, SHAPE_CHANGES, SONNET_MODULES, WHERES
 from .bindings import Binding, LocalFlow
 from .constants import UNKNOWN, constant, says_small, switched_off
 from .nodes import Function
@@ -50,13 +50,15 @@ class CallSummaries(LocalFlow):
             if binding is not None and binding.kind == "def":
                 return binding.owner
             cls = self.class_of(func.value)
-            return self.method_named(cls, func.attr.value) if cls is not None else None
+            method = self.method_named(cls, func.attr.value) if cls is not None else None
+            held = self.class_of(func) if method is None and cls is not None else None
+            return self.called_method(held) if held is not None else method  # self.net(x), self.net = Net()
         made = self._made_function(func) if isinstance(func, cst.Call) else None
         if made is not None:  # m.dense(4, tf.nn.softmax)(h): the function the factory returns
             return made
         instance = self.class_of(func) if isinstance(func, (cst.Name, cst.Call)) else None
         if instance is not None:  # layer(x), Head()(x): an instance's `call` (Keras) or `__call__`
-            return self.method_named(instance, "call") or self.method_named(instance, "__call__")
+            return self.called_method(instance)
         return None
 
     def class_of(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.ClassDef]:
@@ -142,6 +144,14 @@ class CallSummaries(LocalFlow):
     def _imported_class(self, expr: cst.Attribute) -> Optional[cst.ClassDef]:
         binding = self.imported(expr)
         return binding.owner if binding is not None and isinstance(binding.owner, cst.ClassDef) else None
+
+    def called_method(self, cls: cst.ClassDef) -> Optional[cst.FunctionDef]:
+        """What calling an instance of `cls` runs: a Keras layer's or model's `call`, `__call__`, or
+        the `_build` of a Sonnet 1 module (`snt.AbstractModule`, whose `__call__` runs it)."""
+        if any(self.ctx.qualify(base.value) in SONNET_MODULES
+               for owner in (cls, *self.bases(cls)) for base in owner.bases):
+            return self.method_named(cls, "_build")
+        return self.method_named(cls, "call") or self.method_named(cls, "__call__")
 
     def method_named(self, cls: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of a class of this module, or of the nearest of its bases defined here."""

@@ -199,13 +199,15 @@ class Dataflow(CallSummaries, FlagDefaults):
 
     def _attribute_bindings(self, use: cst.Attribute) -> List[Binding]:
         """Where `x.attr` is bound: `self.attr` in the class (else in its bases and subclasses of
-        this module), `agent.attr` with `agent = Agent(...)` in Agent, any other dotted name as
-        written at module level."""
+        this module), `agent.attr` with `agent = Agent(...)` in Agent, `self.policy.attr` in the
+        class of the instance `self.policy` holds (`self.policy = policy`, `Trainer(Policy())`),
+        any other dotted name as written at module level."""
         scope, text = self._attribute_scope(use), self._dotted(use)
         found = self._bindings.get((scope, text), [])
-        if found or isinstance(use.value, cst.Attribute):
+        if found:
             return found
-        cls = scope if isinstance(scope, cst.ClassDef) else self.class_of(use.value)
+        held = isinstance(use.value, cst.Attribute)  # `self.policy.probs`: of the instance `self.policy` holds
+        cls = scope if isinstance(scope, cst.ClassDef) and not held else self.class_of(use.value)
         if cls is None:
             return found
         owners = [cls, *self.related_classes(cls)] if cls is not scope else self.related_classes(cls)

@@ -488,7 +488,7 @@ class Probabilities:
         return [model] if model is not None else []
 
     def _class_call(self, cls: cst.ClassDef, call: Optional[cst.Call], seen, padded) -> Optional[Source]:
-        method = self.flow.method_named(cls, "call") or self.flow.method_named(cls, "__call__")
+        method = self.flow.called_method(cls)
         if method is None:
             return None
         if call is None:

@@ -26,7 +26,9 @@ def source_roots(path: str, configured: Sequence[str] = ()) -> Tuple[str, ...]:
     """The folders absolute imports are looked up in, first match wins: the `src` setting's,
     the project root's `src/` (a src layout), the project root, and the module's own folder
     unless it is a package (`python train.py` puts a script's folder first on `sys.path`, so a
-    flat layout's `import models` works; a package's `math.py` is no `import math`). A module with
+    flat layout's `import models` works; a package's `math.py` is no `import math`), or for a
+    package's module the folder holding its top package (where the scripts importing it are run:
+    pytest's "basedir", `agent/framework.py`'s `from agent.forward import ...`). A module with
     no project marker above it (a tree copied out of its checkout) has no known root: the folders
     above it, nearest first, are where `from rl.util import x` may start, as they would be for
     whoever runs it from there."""
@@ -43,9 +45,22 @@ def _roots(path: str, configured: Tuple[str, ...]) -> Tuple[str, ...]:
         found += [src, root] if os.path.isdir(src) else [root]
     if not os.path.isfile(os.path.join(here, "__init__.py")):  # a package's module is imported, not run
         found.append(here)
+    else:  # the folder holding its top package, where the scripts importing it run (pytest's basedir)
+        found.append(_basedir(here))
     if root is None:
         found += _above(here)
     return tuple(dict.fromkeys(os.path.normpath(folder) for folder in found))
+
+
+def _basedir(package: str) -> str:
+    """The first folder above the package folder `package` that is not a package."""
+    folder = package
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
 
 
 def _above(folder: str) -> list:
