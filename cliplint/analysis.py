@@ -149,6 +149,12 @@ class Context:
         name = self.imports.qualify(expr)
         if name is None and isinstance(expr, (cst.Name, cst.Attribute)):
             name = self.flow.alias_of(expr)
+        if name is None and self.imports.stars and isinstance(expr, (cst.Name, cst.Attribute)):
+            head: cst.BaseExpression = expr
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            if isinstance(head, cst.Name) and self.flow.binding_of(head) is None:  # not the module's own
+                name = self.imports.star_qualify(expr)
         return name
 
     def call_name(self, node: Optional[cst.CSTNode]) -> Optional[str]:

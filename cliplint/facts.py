@@ -27,7 +27,7 @@ from typing import (
     Union,
 )
 
-from .spellings import canonical
+from .spellings import STAR_EXPORTS, STAR_QUALIFIED, canonical
 from .trees import cpython_tree, nesting, walk
 
 GRADIENT_CALLS = {"gradient", "gradients", "compute_gradients"}
@@ -112,6 +112,7 @@ class Facts:
         # for `refers_to`: what imports bind (as `names.ImportTable` reads them), and every
         # outermost Name/Attribute chain (`tf.nn.softmax` in `tf.nn.softmax(x)[0]`)
         self._import_aliases: Dict[str, str] = {}
+        self._star_modules: List[str] = []  # Keras modules star-imported (`ImportTable.star_qualify`)
         self._chains: Set[str] = set()
         self._inner: Set[int] = set()  # ids of the Names/Attributes inside a chain already seen
         self._qualified: Optional[Set[str]] = None
@@ -166,6 +167,11 @@ class Facts:
                 self._import_aliases[local] = alias.name if alias.asname else local
             elif node.module and not node.level and alias.name != "*":
                 self._import_aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            elif node.module and not node.level:  # `from keras.layers import *` binds `K` (names.STAR_EXPORTS)
+                for local, full in STAR_EXPORTS.get(node.module, {}).items():
+                    self._import_aliases.setdefault(local, full)
+                if canonical(node.module + ".x").startswith(STAR_QUALIFIED):
+                    self._star_modules.append(node.module)
 
     def _see_scope_change(self, node) -> None:
         self._scope_changes.append((_start(node), type(node).__name__))
@@ -357,6 +363,8 @@ class Facts:
                     dotted = f"{full}.{rest}" if rest else full
                     # a namespace's own spelling: `tensorflow.compat.v1` stands for `tensorflow`
                     self._qualified.update((canonical(dotted), canonical(dotted + ".x")[:-2]))
+                if head not in heads and head[:1].isupper():  # any star import may bind a class name
+                    self._qualified.update(canonical(f"{module}.{chain}") for module in self._star_modules)
         return self._qualified
 
     def _module_aliases(self) -> Dict[str, Set[str]]:

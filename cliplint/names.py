@@ -8,12 +8,12 @@ Only the module's import table is consulted: cheap, and enough for library symbo
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import libcst as cst
 
 from .findings import CLIP_OPTIONS  # noqa: F401 (the rules take it from here with the other names)
-from .spellings import canonical
+from .spellings import STAR_EXPORTS, STAR_QUALIFIED, canonical
 
 
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
@@ -37,6 +37,7 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.aliases: Dict[str, str] = {}
+        self.stars: List[str] = []  # the TF/Keras modules star-imported, in order
 
     def add(self, node: cst.CSTNode) -> None:
         if isinstance(node, cst.Import):
@@ -49,10 +50,35 @@ class ImportTable:
                     self.aliases[head] = head
         elif isinstance(node, cst.ImportFrom) and not node.relative:
             module = _module_text(node.module)
-            if isinstance(node.names, cst.ImportStar) or not module:
+            if isinstance(node.names, cst.ImportStar):
+                if canonical(module + ".x").startswith(STAR_QUALIFIED):
+                    self.stars.append(module)
+                for local, full in STAR_EXPORTS.get(module, {}).items():
+                    self.aliases.setdefault(local, full)  # an import of the name before it stands
+                return
+            if not module:
                 return
             for alias in node.names:
                 self.aliases[alias.evaluated_alias or alias.evaluated_name] = f"{module}.{alias.evaluated_name}"
+
+    def star_qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        """The canonical name a class name no import binds has when a star import of Keras'
+        models, optimizers or layers may bind it (`from keras.layers import *`, then
+        `Activation("sigmoid")`): `Model`/`Sequential` of a models module, an optimizer class of
+        an optimizers module, else any capitalised name of a layers module. The caller checks
+        the module binds no such name itself."""
+        dotted = dotted_name(node)
+        head = (dotted or "").split(".")[0]
+        if not head[:1].isupper():
+            return None
+        for module in reversed(self.stars):  # the last star import binding the name wins
+            full = canonical(f"{module}.{dotted}")
+            kind = canonical(module + ".x")[:-2].rsplit(".", 1)[-1]
+            if (kind == "models" and head in ("Model", "Sequential")) \
+                    or (kind == "optimizers" and f"keras.optimizers.{head}" in OPTIMIZER_CLASSES):
+                return full
+        layers = next((m for m in reversed(self.stars) if canonical(m + ".x")[:-2].endswith(".layers")), None)
+        return canonical(f"{layers}.{dotted}") if layers is not None else None
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
         """Canonical qualified name of `node` when its head is an imported name."""

@@ -72,3 +72,10 @@ def canonical(dotted: str) -> str:
         if dotted.startswith(prefix):
             dotted = replacement + dotted[len(prefix):]
     return _SYNONYMS.get(dotted, _keras_module(dotted))
+
+
+# Names a star import binds that its module never lists: standalone Keras 2's `keras.layers`
+# re-exports its modules' `from .. import backend as K`, so `from keras.layers import *` binds `K`.
+STAR_EXPORTS = {"keras.layers": {"K": "keras.backend"}}
+# Keras' modules whose star import may bind a class name the engine reads (`ImportTable.star_qualify`).
+STAR_QUALIFIED = ("keras.layers.", "keras.models.", "keras.optimizers.")

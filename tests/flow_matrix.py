@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator, List, Sequence, Tuple
 
 HEADER = ("import functools\n\nimport sonnet as snt\nimport tensorflow as tf\nimport tensorflow_federated as tff\n"
@@ -267,6 +268,12 @@ def _sonnet_module(value: str, depth: int) -> Tuple[List[str], str]:
     return lines, f"{name}(name='head')(logits, features)"
 
 
+def _model_outputs(value: str, depth: int) -> Tuple[List[str], str]:
+    # a functional model with two outputs, called and its outputs unpacked: `mu, var = decoder(z)`
+    return [f"heads{depth} = keras.Model(features, [features, {value}])",
+            f"v{depth}, p{depth} = heads{depth}(features)"], f"p{depth}"
+
+
 def _comprehension(value: str, depth: int) -> Tuple[List[str], str]:
     return [f"heads{depth} = [{value} for _ in range(2)]"], f"heads{depth}[0]"
 
@@ -372,6 +379,7 @@ CARRIERS = {
     "held instance's attribute": _held_attribute,
     "held callable, unpacked": _held_callable,
     "Sonnet module": _sonnet_module,
+    "functional model's outputs": _model_outputs,
     "comprehension": _comprehension,
     "conditional": _conditional,
     "walrus": _walrus,
@@ -785,6 +793,22 @@ def sample(size: int, seed: int = 25) -> List[Program]:
     """A fixed sample of the matrix (the same programs on every run)."""
     programs = list(matrix())
     return random.Random(seed).sample(programs, min(size, len(programs)))
+
+
+STAR_HEADER = "from keras.layers import *\nfrom keras.models import *\n"
+STAR_SPELLINGS = ((re.compile(r"(?<![\w.])keras\.layers\."), ""), (re.compile(r"(?<![\w.])keras\.backend\."), "K."),
+                  (re.compile(r"(?<![\w.])keras\.(Sequential|Model)\("), r"\1("))
+
+
+def starred(program: Program) -> Program:
+    """The program written as old Keras scripts are: `from keras.layers import *` (which binds `K`,
+    the backend, too), then `Dense(...)`, `Model(...)`, `K.log(...)`; the finding two lines lower."""
+    def rewritten(text: str) -> str:
+        for pattern, spelling in STAR_SPELLINGS:
+            text = pattern.sub(spelling, text)
+        return STAR_HEADER + text
+    return replace(program, text=rewritten(program.text), twins=tuple(map(rewritten, program.twins)),
+                   line=program.line + 2)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ and classifies those, to a bounded depth. The hops:
                              for a name, the assignment of every branch that reaches it
     a parameter              what each call of its function (or lambda) passes, or its default
     a call of the module's   what the function, lambda or method returns (not from a branch the
-    own code                 call switches off), through `functools.partial` too
+    own code                 call switches off), through `functools.partial` too; what a
+                             functional Keras model was built to output (`mu, var = decoder(z)`)
     a subscript              the element a literal list, tuple or dict holds at a constant index
     `a if c else b`          both branches
     `list(x)`, `tuple(x)`    x
@@ -34,7 +35,7 @@ from typing import Callable, List, NamedTuple, Optional, Set, Tuple, TypeVar
 
 import libcst as cst
 
-from ..names import MAPPERS
+from ..names import FUNCTIONAL, MAPPERS
 from .constants import UNKNOWN, constant, dead
 from .local import Binding, Dataflow
 from .nodes import MAX_DEPTH, arg, grandparent
@@ -106,6 +107,10 @@ def _returned(flow: Dataflow, call: cst.Call) -> List[Origin]:
     if isinstance(func, cst.Name) and func.value in PASS_THROUGH and len(call.args) == 1 and not call.args[0].star:
         return [Origin(call.args[0].value, ())]
     via = (flow.describe_call(call),)
+    model = flow.value_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else func
+    if isinstance(model, cst.Call) and flow.ctx.call_name(model) in FUNCTIONAL:  # a functional model's outputs
+        outputs = arg(model, 1, "outputs")
+        return [Origin(outputs, via)] if outputs is not None else []
     return [Origin(value, via) for called in flow.dispatched(call) for value in flow.returned(called)
             if not (isinstance(called, cst.FunctionDef) and flow.not_taken(value, called, call))]
 

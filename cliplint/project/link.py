@@ -122,6 +122,7 @@ class LinkedImports(ImportTable):
     def __init__(self, own: ImportTable, foreign: Dict[cst.CSTNode, ImportTable]) -> None:
         super().__init__()
         self.aliases = own.aliases
+        self.stars = own.stars
         self._foreign = foreign
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
@@ -130,6 +131,13 @@ class LinkedImports(ImportTable):
             head = head.value
         table = self._foreign.get(head)
         return table.qualify(node) if table is not None else super().qualify(node)
+
+    def star_qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        head: cst.BaseExpression = node
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        table = self._foreign.get(head)
+        return table.star_qualify(node) if table is not None else super().star_qualify(node)
 
 
 class Linked:
