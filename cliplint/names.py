@@ -143,6 +143,8 @@ SONNET_MODULES = frozenset({"sonnet.AbstractModule", "sonnet.python.modules.base
 # Clamps: a tensor floored or capped by a constant (an epsilon's work, done with a bound).
 CLAMPS = MAXIMUMS | frozenset({"tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.minimum",
                                "tensorflow.math.minimum", "keras.ops.minimum", "keras.backend.minimum"})
+ABSOLUTES = frozenset({"tensorflow.abs", "tensorflow.math.abs", "keras.ops.abs", "keras.ops.absolute",
+                       "keras.backend.abs"})
 ZEROS_LIKE = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
 MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})

@@ -354,6 +354,7 @@ CARRIERS = {
     "clip_by_value": _assign("tf.clip_by_value({value}, 1e-8, 1.0)"),
     "tf.where": _assign("tf.where(labels > 0, {value}, 1.0 - {value})"),
     "tf.maximum": _assign("tf.maximum({value}, 1e-8)"),
+    "label likelihood |y - p|": _assign("keras.backend.abs(labels - {value})"),
     "tf.minimum(max)": _assign("tf.minimum(tf.maximum({value}, 1e-8), 1.0)"),
     "index": _assign("{value}[:, 0]"),
     "tf.gather": _assign("tf.gather({value}, actions, axis=1, batch_dims=1)"),

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import CLAMPS, SHAPE_CHANGES, SONNET_MODULES, WHERES
+from ..names import CLAMPS, MAPPERS, SHAPE_CHANGES, SONNET_MODULES, WHERES
 from .bindings import Binding, LocalFlow
 from .constants import UNKNOWN, constant, says_small, switched_off
 from .nodes import Function
@@ -22,6 +22,7 @@ class CallSummaries(LocalFlow):
     _call_sites: Optional[Dict[cst.CSTNode, List[cst.Call]]] = None  # built on first need
     _bound: Optional[Dict[cst.Call, cst.Call]] = None  # calls through a partial, as `bound` merges them
     _has_partial: Optional[bool] = None
+    _mappers: Optional[Dict[cst.CSTNode, List[Tuple[cst.Call, cst.BaseExpression]]]] = None  # `_mapped`
     _gathering = False  # the call sites are being gathered (`class_of` must not read them yet)
     _entered: Dict[cst.CSTNode, cst.Call] = {}  # function -> the call a query follows it from (`entering`)
 
@@ -114,7 +115,23 @@ class CallSummaries(LocalFlow):
             argument = self.argument_for(call, param.owner, param.name)
             if argument is not None:
                 found.append((call, argument))
+        params = self.passed_params(param.owner)
+        if params and params[0].name.value == param.name:  # `tf.map_fn(f, elems)`: f is given each element
+            found += [(call, elements) for call, elements in self._mapped(param.owner)]
         return found
+
+    def _mapped(self, function: cst.CSTNode) -> List[Tuple[cst.Call, cst.BaseExpression]]:
+        """(call, structure) for each `tf.map_fn(function, structure)` (or another of `MAPPERS`)
+        naming `function`: its first parameter holds an element of the structure, which for a
+        probability is a probability (a slice of it)."""
+        if self._mappers is None:
+            self._mappers = {}
+            for call in self.ctx.nodes(cst.Call):
+                if self.ctx.call_name(call) in MAPPERS and len(call.args) > 1 and not call.args[0].star:
+                    mapped = self.definition_of(call.args[0].value)
+                    if isinstance(mapped, cst.FunctionDef):
+                        self._mappers.setdefault(mapped, []).append((call, call.args[1].value))
+        return self._mappers.get(function, [])
 
     def _passed_definition(self, param: Binding) -> Optional[cst.CSTNode]:
         """The function or class a parameter is given by name, which calling the parameter runs

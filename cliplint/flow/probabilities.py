@@ -11,6 +11,7 @@ from typing import Callable, FrozenSet, List, NamedTuple, Optional, Tuple, cast
 import libcst as cst
 
 from ..names import (
+    ABSOLUTES,
     ACTIVATION_GETTERS,
     ARITHMETIC,
     EXP,
@@ -338,6 +339,12 @@ class Probabilities:
             return self.probability(value, seen, clipped)
         if name in STACKS:
             return self._stacked(arg(call, 0, "values"), seen, padded)
+        if name in ABSOLUTES:  # |y - p| with 0/1 labels is p or 1 - p: the likelihood of the label
+            inner = arg(call, 0, "x")
+            inner = self.flow.value_of(inner) if isinstance(inner, cst.Name) else inner
+            if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract):
+                return self.probability(inner.left, seen, padded) or self.probability(inner.right, seen, padded)
+            return self.probability(inner, seen, padded)
         if name in ARITHMETIC and len(call.args) >= 2 and not any(a.keyword or a.star for a in call.args[:2]):
             # tf.multiply(p, y), tf.add(p, eps), tf.subtract(1.0, p): as the operator would be
             spelled = cst.BinaryOperation(left=call.args[0].value, operator=ARITHMETIC[name](),

@@ -1,12 +1,13 @@
 """Pass 1: a module's summary, what another module's analysis may follow into.
 
 Read with CPython's `ast` (no libcst): the module's top-level functions and classes the engine
-could follow (their text holds a rule's token, or a followed definition names them, within the
-module, to a fixpoint) and its module-level values (literals, and assignments holding a token),
-as source text with docstrings dropped, each with its first line in the file; the module's
-import statements (its TensorFlow/Keras aliases, and the names it imports from the project:
-what it re-exports); its `__all__` and star imports. A summary is JSON, keyed by the module's
-content hash; the text is parsed by libcst only when a module that imports it is linted.
+could follow (their text holds a rule's token, or they are short enough to be a carrier, or a
+followed definition names them, within the module, to a fixpoint) and its module-level values
+(literals, and assignments holding a token), as source text with docstrings dropped, each with
+its first line in the file; the module's import statements (its TensorFlow/Keras aliases, and
+the names it imports from the project: what it re-exports); its `__all__` and star imports. A
+summary is JSON, keyed by the module's content hash; the text is parsed by libcst only when a
+module that imports it is linted.
 """
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ FOLLOWED = tuple(sorted({token for listed in TOKENS.values() for token in listed
                            "Sequential", "Model", "Dense", "Conv",  # a model whose last layer is linear (CL012)
                            "log("}))  # a helper applying a log is a log where it is called (CL004)
 MAX_VALUE_LINES = 5  # a module-level value longer than this is not a constant anyone folds
+# A definition this short is kept whatever it holds: it may carry what it is given (a layer whose
+# `call` stacks its inputs, a helper returning its argument reshaped) between two modules' code.
+MAX_CARRIER_LINES = 30
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -99,7 +103,7 @@ def _followed(units: Dict[str, ast.stmt], lines: List[str], imported: Set[str]) 
     read = {id(statement): _read_names(statement) for statement in units.values()}
     kept: Set[str] = {name for name, statement in units.items()
                       if any(token in segment(statement) for token in FOLLOWED) or _literal(statement)
-                      or not imported.isdisjoint(read[id(statement)])}
+                      or not imported.isdisjoint(read[id(statement)]) or _carrier(statement)}
     pending = list(kept)
     while pending:
         for name in read[id(units[pending.pop()])]:
@@ -108,6 +112,11 @@ def _followed(units: Dict[str, ast.stmt], lines: List[str], imported: Set[str]) 
                 pending.append(name)
     order = {id(statement): index for index, statement in enumerate(units.values())}
     return sorted(kept, key=lambda name: (units[name].lineno, order[id(units[name])]))
+
+
+def _carrier(statement: ast.stmt) -> bool:
+    return isinstance(statement, DEFINITIONS) and (statement.end_lineno or statement.lineno) - statement.lineno \
+        < MAX_CARRIER_LINES
 
 
 def _literal(statement: ast.stmt) -> bool:
