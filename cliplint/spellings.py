@@ -22,6 +22,7 @@ _PREFIXES = (
     ("tensorflow.contrib.slim.", "tensorflow.contrib.layers."),  # slim re-exports contrib's layers
     ("tf_slim.layers.", "tensorflow.contrib.layers."),
     ("tf_slim.", "tensorflow.contrib.layers."),
+    ("bert4keras.layers.", "keras.layers."),  # bert4keras re-exports Keras' layers (`from keras.layers import *`)
 )
 
 # Symbols TensorFlow exports under several names.
