@@ -2,7 +2,7 @@
 
 Generated projects: a loss library `pkg/losses.py` holds only the sink (a log, a from-logits
 loss), and a training script gives it probabilities through every way one module reaches
-another's code (a function imported by name, the module imported, an alias, a relative import
+another's code (a function imported by name or by a star import, the module imported, an alias, a relative import
 inside the package, an instance's `__call__`, a subclass overriding the method a base class's
 loss calls). One source is itself a third module's (`pkg/model.py`: script -> library <- model).
 Each program's finding is in the library, at its sink; each clean twin passes logits and gives
@@ -37,6 +37,8 @@ SCRIPT_HEAD = "import tensorflow as tf\nfrom pkg.model import head, linear_head\
 CARRIERS = {
     "function imported by name": ("def xent(p, labels):\n    return {sink}\n",
                                   "from pkg.losses import xent", "loss = xent({value}, labels)", "train.py"),
+    "star import": ("def xent(p, labels):\n    return {sink}\n",
+                    "from pkg.losses import *", "loss = xent({value}, labels)", "train.py"),
     "module imported": ("def xent(p, labels):\n    return {sink}\n",
                         "from pkg import losses", "loss = losses.xent({value}, labels)", "train.py"),
     "module aliased": ("def xent(p, labels):\n    return {sink}\n",

@@ -182,7 +182,8 @@ class Reading:
                 continue
             table = lookup.table(ref, summary)
             mine: Dict[str, Optional[str]] = {}  # local name -> the name of `path` it is (None: the module)
-            for local in summary["imports"]:
+            starred = lookup.summary_of(path) if path in summary["stars"] else None  # `from losses import *`
+            for local in [*summary["imports"], *(starred["public"] if starred is not None else ())]:
                 target = lookup.chain(table, local)
                 if target is not None and target[1] == path:
                     mine[local] = target[2] if target[0] == "def" else None
