@@ -155,7 +155,16 @@ ADDS = frozenset({"tensorflow.add", "tensorflow.math.add", "keras.ops.add"})
 SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras.ops.subtract"})
 POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
-                     "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b"})
+                     "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b",
+                     "tensorflow.einsum", "tensorflow.linalg.einsum", "keras.ops.einsum"})
+# Layers whose output is linear unless an activation is given (keyword `activation`; Dense's second argument).
+LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.Conv1D", "keras.layers.Conv2D", "keras.layers.Conv3D",
+                           "keras.layers.EinsumDense"})
+# Layers that only move, select or average the values they are given: logits in, logits out.
+MOVING_LAYERS = frozenset({f"keras.layers.{name}" for name in (
+    "Flatten", "Reshape", "Permute", "Dropout", "SpatialDropout1D", "SpatialDropout2D", "Cropping1D", "Cropping2D",
+    "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalAveragePooling3D", "AveragePooling1D",
+    "AveragePooling2D", "GlobalMaxPooling1D", "GlobalMaxPooling2D", "MaxPooling1D", "MaxPooling2D")})
 # The arithmetic functions, read as their operators (`tf.multiply(p, y)` as `p * y`).
 DIVIDES = frozenset({"tensorflow.divide", "tensorflow.math.divide", "tensorflow.truediv", "tensorflow.math.truediv",
                      "tensorflow.div", "keras.ops.divide", "keras.ops.true_divide"})
@@ -165,7 +174,13 @@ ARITHMETIC: Dict[str, Callable[[], cst.BaseBinaryOp]] = {
 # Element-wise choices between two tensors.
 WHERES = frozenset({"tensorflow.where", "tensorflow.where_v2", "tensorflow.experimental.numpy.where",
                     "keras.ops.where"})
-KEEPS_PROBABILITY = SHAPE_CHANGES | frozenset({
+# Pieces and rearrangements of a tensor: each element is one of the tensor's values.
+LAYOUTS = SHAPE_CHANGES | frozenset({
+    "tensorflow.transpose", "keras.ops.transpose", "tensorflow.gather", "tensorflow.gather_nd", "tensorflow.slice",
+    "tensorflow.strided_slice", "keras.ops.slice", "tensorflow.unstack", "tensorflow.split", "keras.ops.split",
+    "tensorflow.boolean_mask", "keras.ops.take", "tensorflow.stop_gradient",
+    "tensorflow.experimental.numpy.take_along_axis", "keras.ops.take_along_axis"})
+KEEPS_PROBABILITY = LAYOUTS | frozenset({
     "tensorflow.clip_by_value", "keras.backend.clip", "keras.ops.clip", "tensorflow.maximum",
     "tensorflow.math.maximum", "keras.ops.maximum", "keras.backend.maximum", "tensorflow.gather",
     "tensorflow.gather_nd", "tensorflow.reduce_sum",

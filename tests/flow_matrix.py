@@ -704,6 +704,71 @@ def _render_gradient(value: str, carriers: Sequence[str], sink: Tuple[List[str],
     return "\n".join(lines) + "\n", marked[0] + 1
 
 
+# --- logits: a linear output carried to a loss that expects probabilities (CL012) -------------------
+
+# name -> (an expression making logits, its twin: the same layer or product squashed)
+LOGIT_SOURCES = {
+    "Dense without activation": ("keras.layers.Dense(10)(features)",
+                                 "keras.layers.Dense(10, activation='sigmoid')(features)"),
+    "Dense relu": ("keras.layers.Dense(10, activation='relu')(features)",
+                   "keras.layers.Dense(10, activation='softmax')(features)"),
+    "Conv2D, flattened": ("keras.layers.Flatten()(keras.layers.Conv2D(10, 3)(features))",
+                          "keras.layers.Flatten()(keras.layers.Conv2D(10, 3, activation='sigmoid')(features))"),
+    "Conv1D, pooled": ("keras.layers.GlobalAveragePooling1D()(keras.layers.Conv1D(10, 3)(features))",
+                       "keras.layers.GlobalAveragePooling1D()(keras.layers.Conv1D(10, 3, activation='sigmoid')"
+                       "(features))"),
+    "matmul plus bias": ("tf.matmul(features, kernel) + bias", "tf.sigmoid(tf.matmul(features, kernel) + bias)"),
+    "@ with bias_add": ("tf.nn.bias_add(features @ kernel, bias)",
+                        "tf.nn.softmax(tf.nn.bias_add(features @ kernel, bias))"),
+    "einsum, reshaped": ("tf.reshape(tf.einsum('bi,ij->bj', features, kernel), [-1, 10])",
+                         "tf.nn.sigmoid(tf.reshape(tf.einsum('bi,ij->bj', features, kernel), [-1, 10]))"),
+    "temperature": ("keras.layers.Dense(10)(features) / 2.0", "tf.nn.softmax(keras.layers.Dense(10)(features) / 2.0)"),
+    "linear model called": ("linear_model(features)", "squashed_model(features)"),
+    "two-headed model, second head": ("two_heads(features)[1]", "two_heads(features)[0]"),
+}
+LOGIT_DEFINITIONS = ["kernel = tf.Variable(tf.zeros([4, 10]))", "bias = tf.Variable(tf.zeros([10]))",
+                     "linear_model = keras.Sequential([keras.layers.Dense(10)])",
+                     "squashed_model = keras.Sequential([keras.layers.Dense(10, activation='sigmoid')])",
+                     "two_heads_in = keras.Input((4,))",
+                     "two_heads = keras.Model(two_heads_in, [",
+                     "    keras.layers.Dense(10, activation='softmax')(two_heads_in),",
+                     "    keras.layers.Dense(10)(two_heads_in)])",
+                     ""]
+# name -> (the loss given logits, its sanitised twin: told they are logits)
+LOGIT_SINKS = {
+    "keras.losses.binary_crossentropy": ("keras.losses.binary_crossentropy(labels, {value})",
+                                         "keras.losses.binary_crossentropy(labels, {value}, from_logits=True)"),
+    "y_pred keyword": ("keras.losses.categorical_crossentropy(y_true=labels, y_pred={value})",
+                       "keras.losses.categorical_crossentropy(y_true=labels, y_pred={value}, from_logits=True)"),
+    "keras.backend.categorical_crossentropy": (
+        "keras.backend.categorical_crossentropy(labels, {value})",
+        "keras.backend.categorical_crossentropy(labels, {value}, from_logits=True)"),
+    "keras.metrics.sparse_categorical_crossentropy": (
+        "keras.metrics.sparse_categorical_crossentropy(labels, {value})",
+        "keras.metrics.sparse_categorical_crossentropy(labels, {value}, from_logits=True)"),
+    "BinaryCrossentropy()(...)": ("keras.losses.BinaryCrossentropy()(labels, {value})",
+                                  "keras.losses.BinaryCrossentropy(from_logits=True)(labels, {value})"),
+    "loss object": ("loss_fn = keras.losses.CategoricalCrossentropy()\nloss = loss_fn(labels, {value})" + MARK,
+                    "loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)\n"
+                    "loss = loss_fn(labels, {value})"),
+}
+# The carriers that hand a tensor on as logits: not the clamps, epsilons, products with one-hot
+# labels, ratios and layers that make a probability-like value of it.
+LOGIT_CARRIERS = tuple(c for c in CARRIERS if c not in (
+    "+ eps", "+ keras epsilon", "+ epsilon of another module", "masked *=", "clip_by_value", "tf.where",
+    "tf.maximum", "label likelihood |y - p|", "tf.minimum(max)", "one-hot product", "tf.multiply product",
+    "ensemble mean", "ratio", "user layer", "augmented +=", "add_n mean", "diagonal"))
+
+
+def build_logits(source: str, carriers: Sequence[str], sink: str) -> Program:
+    value, squashed = LOGIT_SOURCES[source]
+    wrong, told = LOGIT_SINKS[sink]
+    text, line = _render(value, carriers, wrong, LOGIT_DEFINITIONS)
+    twins = (_render(squashed, carriers, wrong, LOGIT_DEFINITIONS)[0],
+             _render(value, carriers, told, LOGIT_DEFINITIONS)[0])
+    return Program(source, tuple(carriers), sink, text, twins, line, "CL012")
+
+
 # --- hand-written formulas: an `exp`, a difference or a `log` carried to the formula it breaks ------
 
 # name -> (code, the value made from the logits, its stable twin, the sink the value reaches)
@@ -779,6 +844,12 @@ def matrix(nested: bool = True) -> Iterator[Program]:
         yield build_threshold([carrier], sink)
     for index, (outer, inner) in enumerate(itertools.product(THRESHOLD_CARRIERS, repeat=2)):
         yield build_threshold([outer, inner], list(THRESHOLD_SINKS)[index % 3])
+    for source, carrier, sink in itertools.product(LOGIT_SOURCES, LOGIT_CARRIERS, LOGIT_SINKS):
+        yield build_logits(source, [carrier], sink)
+    logit_pairs = list(itertools.product(LOGIT_SOURCES, LOGIT_SINKS))
+    for index, (outer, inner) in enumerate(itertools.product(LOGIT_CARRIERS, repeat=2)):
+        source, carriers, sink = _rotated(logit_pairs, index, [outer, inner])
+        yield build_logits(source, carriers, sink)
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):

@@ -74,6 +74,11 @@ class Flow(Dataflow):
             return None
         return found
 
+    def logits(self, expr: Optional[cst.BaseExpression]) -> Optional[cst.CSTNode]:
+        """What makes `expr` logits (a layer without a squashing activation, a model ending in
+        one, a matrix product), when it is logits and not a probability on any path."""
+        return self.probabilities.logits(expr)
+
     def model_output(self, model: cst.BaseExpression) -> Optional[Source]:
         """The same, for what a model built in this module outputs (Sequential, functional, subclass)."""
         return self.probabilities.model_output(model)

@@ -107,12 +107,26 @@ def _returned(flow: Dataflow, call: cst.Call) -> List[Origin]:
     if isinstance(func, cst.Name) and func.value in PASS_THROUGH and len(call.args) == 1 and not call.args[0].star:
         return [Origin(call.args[0].value, ())]
     via = (flow.describe_call(call),)
-    model = flow.value_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else func
-    if isinstance(model, cst.Call) and flow.ctx.call_name(model) in FUNCTIONAL:  # a functional model's outputs
+    model = _functional_model(flow, func)
+    if model is not None:  # a functional model's outputs
         outputs = arg(model, 1, "outputs")
         return [Origin(outputs, via)] if outputs is not None else []
     return [Origin(value, via) for called in flow.dispatched(call) for value in flow.returned(called)
             if not (isinstance(called, cst.FunctionDef) and flow.not_taken(value, called, call))]
+
+
+def _functional_model(flow: Dataflow, func: cst.BaseExpression) -> Optional[cst.Call]:
+    """The `Model(inputs, outputs)` call `func` holds: directly, or what the builder that made it
+    returns (`self.disc = self.build_disc()`, whose one return is a functional model)."""
+    model: Optional[cst.BaseExpression] = flow.value_of(func) if isinstance(func, (cst.Name, cst.Attribute)) else func
+    for _ in range(MAX_DEPTH):
+        if not isinstance(model, cst.Call):
+            return None
+        if flow.ctx.call_name(model) in FUNCTIONAL:
+            return model
+        returned = [flow.value_of(value) for called in flow.dispatched(model) for value in flow.returned(called)]
+        model = returned[0] if len(returned) == 1 else None
+    return None
 
 
 def iterated(binding: Binding) -> Optional[cst.BaseExpression]:

@@ -18,26 +18,41 @@ from ..names import (
     FUNCTIONAL,
     KEEPS_PROBABILITY,
     LAYER_FUNCTIONS,
+    LAYOUTS,
+    LINEAR_LAYERS,
     MAPPERS,
     MATMULS,
     MERGING_LAYERS,
     MODEL_LOSS_CALLS,
     MODEL_WRAPPERS,
+    MOVING_LAYERS,
     SEQUENTIAL,
     SIGMOID,
     SOFTMAX,
     STACKS,
     WHERES,
 )
-from .carriers import TENSOR_ARRAY_READS, element_at, elements, held, iterated, keyword, origins, trace, traced
+from .carriers import (
+    TENSOR_ARRAY_READS,
+    carried_constant,
+    element_at,
+    elements,
+    held,
+    iterated,
+    keyword,
+    origins,
+    trace,
+    traced,
+)
 from .constants import UNKNOWN, constant, dead, says_small
 from .formulas import summed
 from .local import PARAMETER_DEPTH, Binding, Dataflow
 from .nodes import MAX_DEPTH, Function, arg
 
-# A linear layer's output is logits (`_logits`): MATMULS, a bias added, layers without activation.
+# A linear layer's output is logits (`logits`): MATMULS, a bias added, layers without activation.
 BIAS_ADDS = frozenset({"tensorflow.nn.bias_add", "tensorflow.add", "tensorflow.math.add"})
-LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.EinsumDense"})
+# Activations that leave a layer's output unbounded: logits (or a ReLU's), not probabilities.
+NOT_SQUASHING = (None, "linear", "relu")
 
 
 class Source(NamedTuple):
@@ -104,6 +119,26 @@ def application_head(flow: Dataflow, call: cst.Call) -> Optional[str]:
         return None
     head = arg(call, 99, "classifier_activation")
     return "softmax" if head is None else activation_kind(flow, head)
+
+
+def unsquashed(flow: Dataflow, layer: cst.Call) -> bool:
+    """Does the layer constructor `layer` (as the library sees it) output logits: a linear layer
+    (`LINEAR_LAYERS`) whose activation is none, "linear" or "relu" on every value it takes (each
+    call of a builder passing one, not the parameter's default alone), or a Keras application
+    whose `classifier_activation` is one of those?"""
+    layer = flow.bound(layer)
+    if application(flow, layer):  # its classifier: softmax unless given
+        activation = arg(layer, 99, "classifier_activation")
+        if activation is None:
+            return False
+    elif flow.ctx.call_name(layer) not in LINEAR_LAYERS:
+        return False
+    else:
+        activation = activation_argument(flow, layer)
+    if activation is None:
+        return True
+    value = carried_constant(flow, activation)
+    return value is not UNKNOWN and value in NOT_SQUASHING
 
 
 def activation_kind(flow: Dataflow, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
@@ -251,15 +286,18 @@ class Probabilities:
         """`y_pred` of a loss function (or method) a model is compiled with (`compiled`): what
         the compiled model outputs (`binding`, a parameter of `function`). Keras calls the loss
         itself, so no call site passes it."""
+        for compiled in self._compiled_with(function, binding):
+            found = self._model(compiled.model, seen, padded)
+            if found is not None:
+                return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
+        return None
+
+    def _compiled_with(self, function: cst.FunctionDef, binding: Binding) -> List[Compiled]:
+        """The compiles whose loss is `function`, when `binding` is its `y_pred` (second) parameter."""
         params = self.flow.passed_params(function)
         if len(params) < 2 or params[1].name.value != binding.name:
-            return None
-        for compiled in self.compiled():
-            if self._loss_function(compiled.loss) is function:
-                found = self._model(compiled.model, seen, padded)
-                if found is not None:
-                    return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
-        return None
+            return []
+        return [c for c in self.compiled() if self._loss_function(c.loss) is function]
 
     def _from_origins(self, expr, seen, padded) -> Optional[Source]:
         """The first probability among where the value of `expr` comes from (`carriers`); each
@@ -293,7 +331,7 @@ class Probabilities:
                 return inner._replace(kind="1-sigmoid", padded=inner.padded or left_value != 1)
             return None
         if isinstance(expr.operator, cst.Multiply):  # p * one_hot(a): picks out one probability
-            if self._logits(left) or self._logits(right):  # g * linear_head: a gated mixture of logits
+            if self.logits(left) or self.logits(right):  # g * linear_head: a gated mixture of logits
                 return None
             return self.probability(left, seen, padded) or self.probability(right, seen, padded)
         if isinstance(expr.operator, cst.Divide):
@@ -303,25 +341,56 @@ class Probabilities:
             return self.probability(left, seen, padded)  # p / sum(p), (p1 + p2) / 2: still probabilities
         return None
 
-    def _logits(self, expr: cst.BaseExpression) -> bool:
-        """A linear layer's output, held through any carrier: a matrix product (plus a bias), or
-        a layer without an activation applied (`Dense(n)(h)`)."""
-        def linear(value: cst.BaseExpression) -> Optional[bool]:
-            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
-                return True
-            if isinstance(value, cst.Call) and self.ctx.call_name(value) in MATMULS:
-                return True
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Call) \
-                    and self.ctx.call_name(value.func) in LINEAR_LAYERS and not activation_of(self.flow, value.func):
-                return True
+    def logits(self, expr: Optional[cst.BaseExpression]) -> Optional[cst.CSTNode]:
+        """What makes `expr` logits, through every carrier: a matrix product (plus a bias), a
+        layer without a squashing activation applied (`unsquashed`), a model whose last layer is
+        one, or the `y_pred` of a loss such a model is compiled with; also after shape changes and
+        layers that only move or average values (`Flatten`, `Reshape`, pooling). None when the
+        value is a probability on any path."""
+        if expr is None or self.probability(expr, frozenset()) is not None:
             return None
+        return trace(self.flow, expr, self._linear_output, self._keeping_logits)
 
-        def bias_added(value: cst.BaseExpression) -> List[cst.BaseExpression]:
-            if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+    def _linear_output(self, value: cst.BaseExpression) -> Optional[cst.CSTNode]:
+        ctx = self.ctx
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.MatrixMultiply):
+            return value
+        if isinstance(value, cst.Name):
+            binding = self.flow.binding_of(value)
+            if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
+                layers = [self.last_layer(c.model) for c in self._compiled_with(binding.owner, binding)]
+                return next((layer for layer in layers if layer is not None and unsquashed(self.flow, layer)), None)
+            return None
+        if not isinstance(value, cst.Call):
+            return None
+        if ctx.call_name(value) in MATMULS:
+            return value
+        layer = self.layer_applied(value)
+        if layer is None and not isinstance(value.func, cst.Call):  # model(x): the model's last layer
+            layer = self.last_layer(value.func)
+        return layer if layer is not None and unsquashed(self.flow, layer) else None
+
+    def _keeping_logits(self, value: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """What `value` is logits if it is: the terms of a sum (a bias added), a scaled or shifted
+        value (`z / temperature`, `z - max(z)`), the tensor a piece or a rearrangement is taken
+        of, the parts of a concatenation, and the input of a layer that only moves or averages
+        values."""
+        if isinstance(value, cst.BinaryOperation):
+            if isinstance(value.operator, (cst.Add, cst.Multiply)):
                 return [value.left, value.right]
-            return [value.args[0].value] if isinstance(value, cst.Call) and value.args \
-                and self.ctx.call_name(value) in BIAS_ADDS else []
-        return bool(trace(self.flow, expr, linear, bias_added))
+            return [value.left] if isinstance(value.operator, (cst.Divide, cst.Subtract)) else []
+        if isinstance(value, cst.Subscript):  # z[:, 0]; a container's element is `carriers.held`'s
+            return [value.value] if element_at(self.flow, value) is None else []
+        if not isinstance(value, cst.Call) or not value.args:
+            return []
+        name = self.ctx.call_name(value)
+        if name in STACKS and isinstance(parts := value.args[0].value, (cst.List, cst.Tuple)):
+            return [element.value for element in parts.elements]
+        if name in BIAS_ADDS or name in LAYOUTS or name in STACKS:
+            return [value.args[0].value]
+        if isinstance(value.func, cst.Call) and self.ctx.call_name(value.func) in MOVING_LAYERS:
+            return [value.args[0].value]
+        return []
 
     def _call(self, call: cst.Call, seen, padded) -> Optional[Source]:
         ctx = self.ctx

@@ -8,11 +8,9 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
-from ..flow.carriers import carried_constant
-from ..flow.constants import UNKNOWN
 from ..flow.nodes import arg
-from ..flow.probabilities import activation_argument, application
-from ..names import APPLICATIONS
+from ..flow.probabilities import unsquashed
+from ..names import APPLICATIONS, LINEAR_LAYERS, MATMULS
 from ..probes import ProbabilityLoss
 from . import Invalid, Rule
 
@@ -20,13 +18,8 @@ PROBABILITY_LOSSES = ("BinaryCrossentropy", "CategoricalCrossentropy", "SparseCa
 LOSS_CLASSES = {f"keras.losses.{n}": n for n in PROBABILITY_LOSSES}
 LOSS_NAMES = {"binary_crossentropy": "BinaryCrossentropy", "categorical_crossentropy": "CategoricalCrossentropy",
               "sparse_categorical_crossentropy": "SparseCategoricalCrossentropy"}
-LOSS_FUNCTIONS = {f"{module}.{n}": cls for module in ("keras.losses", "keras.metrics")
+LOSS_FUNCTIONS = {f"{module}.{n}": cls for module in ("keras.losses", "keras.metrics", "keras.backend")
                   for n, cls in LOSS_NAMES.items()}
-# Layers whose output is linear unless an activation is given (keyword `activation`; Dense's second argument).
-LINEAR_LAYERS = ("keras.layers.Dense", "keras.layers.Conv1D", "keras.layers.Conv2D", "keras.layers.Conv3D",
-                 "keras.layers.EinsumDense")
-LINEAR = frozenset(LINEAR_LAYERS)
-NOT_SQUASHING = (None, "linear", "relu")
 TRAINING = ("fit", "fit_generator", "train_on_batch")
 
 
@@ -66,6 +59,14 @@ class ProbabilitiesLossOnLogits(Rule):
         apply the sigmoid or softmax itself. Not offered for string names.
     """
     VALID = [
+        # the product squashed before the loss; a loss told it gets logits
+        "import tensorflow as tf\ndef step(h, w, b, y):\n    logits = tf.matmul(h, w) + b\n"
+        "    a = tf.keras.losses.binary_crossentropy(y, tf.sigmoid(logits))\n"
+        "    return a + tf.keras.losses.binary_crossentropy(y, logits, from_logits=True)\n",
+        # the two-headed model's squashed head
+        "from tensorflow import keras\ninp = keras.Input((4,))\n"
+        "heads = keras.Model(inp, [keras.layers.Dense(3, activation='softmax')(inp), keras.layers.Dense(1)(inp)])\n"
+        "probs, value = heads(inp)\nloss = keras.losses.categorical_crossentropy(inp, probs)\n",
         # the same loss in a test step, logged; the training step's is the finding (not here: a softmax)
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(10, activation='softmax')])\n"
         "logits_model = tf.keras.Sequential([tf.keras.layers.Dense(10)])\n"
@@ -114,6 +115,25 @@ class ProbabilitiesLossOnLogits(Rule):
         "classifier.fit(x, y)\nregressor = build(1)\nregressor.compile(loss='mse')\nregressor.fit(x, y)\n",
     ]
     INVALID = [
+        # logits from a matrix product, reshaped, into the loss function
+        Invalid("import tensorflow as tf\ndef step(h, w, b, y):\n"
+                "    logits = tf.reshape(tf.matmul(h, w) + b, [-1, 4])\n"
+                "    return tf.losses.binary_crossentropy(y, logits)\n", 4, "tf.matmul(h, w)"),
+        # the second output of a two-headed functional model its builder returns
+        Invalid("from tensorflow import keras\nfrom tensorflow.keras import backend as K\nclass GAN:\n"
+                "    def __init__(self):\n        self.disc = self.build()\n    def build(self):\n"
+                "        inp = keras.Input((8, 8, 3))\n        h = keras.layers.Conv2D(8, 3)(inp)\n"
+                "        src = keras.layers.Flatten()(keras.layers.Conv2D(1, 3)(h))\n"
+                "        cls = keras.layers.Flatten()(keras.layers.Conv2D(5, 3)(h))\n"
+                "        return keras.Model(inp, [src, cls])\n    def losses(self, x, y):\n"
+                "        src, cls = self.disc(x)\n        return K.mean(K.categorical_crossentropy(y, cls))\n", 14),
+        # the y_pred of a loss method a linear model is compiled with
+        Invalid("from keras import metrics\nfrom keras.layers import Dense, Input\nfrom keras.models import Model\n"
+                "class AE:\n    def __init__(self, n, act='relu'):\n        inp = Input((n,))\n"
+                "        self.model = Model(inp, Dense(n, activation=act)(inp))\n"
+                "    def loss(self, x, x_decoded):\n        return metrics.binary_crossentropy(x, x_decoded)\n"
+                "    def train(self, x):\n        self.model.compile(optimizer='rmsprop', loss=self.loss)\n"
+                "        self.model.fit(x, x)\n", 9, "Dense(n, activation=act)"),
         # ... and on
         Invalid("import tensorflow as tf\nCLASSIFICATION = False\nmodel = tf.keras.models.Sequential()\n"
                 "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
@@ -157,31 +177,30 @@ class ProbabilitiesLossOnLogits(Rule):
 
     def could_fire(self, facts: Facts) -> bool:
         # the loss (a class, a function or its string name) and a linear last layer it is given
-        return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR | APPLICATIONS)
+        return any("rossentropy" in w for w in facts.words) and facts.refers_to(LINEAR_LAYERS | APPLICATIONS | MATMULS)
 
     def check(self, ctx: Context) -> Iterator[Report]:
-        compiling = {compiled.call for compiled in ctx.flow.compiled()}
         for compiled in ctx.flow.compiled():
-            if compiled.trains or self._trained(ctx, compiled.model):
-                yield from self._report(ctx, compiled.loss, compiled.model, "the compiled model's outputs")
+            found = self._probability_loss(ctx, compiled.loss)
+            if found is not None and (compiled.trains or self._trained(ctx, compiled.model)):
+                layer = ctx.flow.probabilities.last_layer(compiled.model)
+                if layer is not None and unsquashed(ctx.flow, layer):
+                    yield self._report(ctx, found, layer, "the compiled model's outputs", compiled.loss)
         for call in ctx.nodes(cst.Call):
-            func = call.func
-            if call in compiling or (isinstance(func, cst.Attribute) and func.attr.value == "compile"):
+            if len(call.args) < 2:
                 continue
-            if isinstance(func, (cst.Name, cst.Attribute)) and len(call.args) >= 2 \
-                    and not self._from_logits(ctx, call):
-                predictions = ctx.flow.value_of(call.args[1].value)
-                if isinstance(predictions, cst.Call) and not isinstance(predictions.func, cst.Call) \
-                        and not ctx.flow.evaluated_only(call):
-                    yield from self._report(ctx, func, predictions.func, "the predictions", at=call)
+            found = self._probability_loss(ctx, call.func)  # a loss function or object called
+            if found is None or self._from_logits(ctx, call) or ctx.flow.evaluated_only(call):
+                continue
+            made = ctx.flow.logits(arg(call, 1, "y_pred"))
+            if made is not None:
+                yield self._report(ctx, found, made, "the predictions", call)
 
-    def _report(self, ctx: Context, loss, model, what: str, at=None) -> Iterator[Report]:
-        found = self._probability_loss(ctx, loss)
-        layer = ctx.flow.probabilities.last_layer(model) if found else None
-        if layer is None or not self._linear(ctx, layer):
-            return
+    def _report(self, ctx: Context, found, made: cst.CSTNode, what: str, at: cst.CSTNode) -> Report:
+        """The loss (`found`: its class and constructor) is given the logits `made` makes: a
+        model's last layer, a layer applied, or a matrix product."""
         loss_class, constructor = found
-        last = ctx.text(ctx.flow.bound(layer)).strip().splitlines()[0][:80]
+        last = ctx.text(ctx.flow.bound(made) if isinstance(made, cst.Call) else made).strip().splitlines()[0][:80]
         message = (f"`{loss_class}` expects probabilities (`from_logits=False`, the default), but {what} come from "
                    f"`{last}`, which has no squashing activation: Keras clips the logits to [1e-7, 1 - 1e-7] "
                    f"(measured: `BinaryCrossentropy()` on logits 2.5 / -3.0 is 1.19e-07, \"perfect\", with no "
@@ -192,8 +211,7 @@ class ProbabilitiesLossOnLogits(Rule):
                 keyword=cst.Name("from_logits"), value=cst.Name("True"),
                 equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))))
             fix = Fix("add `from_logits=True` (the model outputs logits)", UNSAFE, ((constructor, fixed),))
-        probe = ProbabilityLoss(loss_class)
-        yield Report(at if at is not None else loss, message, probe=probe, fix=fix)
+        return Report(at, message, probe=ProbabilityLoss(loss_class), fix=fix)
 
     @staticmethod
     def _probability_loss(ctx: Context, loss):
@@ -219,25 +237,6 @@ class ProbabilitiesLossOnLogits(Rule):
         """A loss function called with a `from_logits` that is not literally False."""
         given = arg(call, 99, "from_logits")
         return given is not None and ctx.flow.constant(given) is not False
-
-    @staticmethod
-    def _linear(ctx: Context, layer: cst.Call) -> bool:
-        layer = ctx.flow.bound(layer)
-        name = ctx.call_name(layer)
-        if application(ctx.flow, layer):  # a Keras application's classifier: softmax unless given
-            activation = arg(layer, 99, "classifier_activation")
-            if activation is None:
-                return False
-        elif name not in LINEAR_LAYERS:
-            return False
-        else:
-            activation = activation_argument(ctx.flow, layer)
-        if activation is None:
-            return True
-        # every value the activation takes (each call of a builder passing one), not the
-        # parameter's default alone: `build(activation='sigmoid')` ends with a sigmoid
-        value = carried_constant(ctx.flow, activation)
-        return value is not UNKNOWN and value in NOT_SQUASHING
 
     @staticmethod
     def _trained(ctx: Context, model) -> bool:
