@@ -2,11 +2,12 @@
 
 Generated projects: a loss library `pkg/losses.py` holds only the sink (a log, a from-logits
 loss), and a training script gives it probabilities through every way one module reaches
-another's code (a function imported by name or by a star import, the module imported, an alias, a relative import
-inside the package, an instance's `__call__`, a subclass overriding the method a base class's
-loss calls). One source is itself a third module's (`pkg/model.py`: script -> library <- model).
-Each program's finding is in the library, at its sink; each clean twin passes logits and gives
-nothing. Then the cache: an importer added later reaches a library answered from the cache.
+another's code (a function imported by name or by a star import, the module imported, by its
+package chain or an alias, a relative import inside the package, an instance's `__call__`, a
+subclass overriding the method a base class's loss calls). One source is itself a third
+module's (`pkg/model.py`: script -> library <- model). Each program's finding is in the
+library, at its sink; each clean twin passes logits and gives nothing. Then the cache: an
+importer added later reaches a library answered from the cache.
 """
 import itertools
 import json
@@ -41,6 +42,8 @@ CARRIERS = {
                     "from pkg.losses import *", "loss = xent({value}, labels)", "train.py"),
     "module imported": ("def xent(p, labels):\n    return {sink}\n",
                         "from pkg import losses", "loss = losses.xent({value}, labels)", "train.py"),
+    "package chain": ("def xent(p, labels):\n    return {sink}\n",
+                      "import pkg.losses", "loss = pkg.losses.xent({value}, labels)", "train.py"),
     "module aliased": ("def xent(p, labels):\n    return {sink}\n",
                        "import pkg.losses as L", "loss = L.xent({value}, labels)", "train.py"),
     "relative import": ("def xent(p, labels):\n    return {sink}\n",

@@ -189,10 +189,11 @@ class Reading:
                     mine[local] = target[2] if target[0] == "def" else None
             direct = []
             for name, reads in summary["reads"].items():
-                heads = [read.split(".") for read in reads if read.split(".")[0] in mine]
-                if heads:
+                reached = [_reached(lookup, table, mine, read, path) for read in reads
+                           if read.split(".")[0] in mine or read.split(".")[0] in summary["imports"]]
+                if any(reached):
                     direct.append(name)
-                    used.update(mine[head[0]] or (head[1] if len(head) > 1 else head[0]) for head in heads)
+                    used.update(filter(None, reached))
             callers += [(ref, name) for name in _with_users(summary, direct)]
         return callers, used
 
@@ -222,6 +223,17 @@ class Reading:
             consulted[ref] = summary
             self.reads[ref] = summary["hash"]
         return consulted[ref]
+
+
+def _reached(lookup: Lookup, table: Table, mine: Dict[str, Optional[str]], read: str, path: str) -> Optional[str]:
+    """The name of `path` that an importer's dotted read uses: through a name imported from it
+    (`mine`: `ce(...)`, `losses.ce(...)`), or down a package chain (`import pkg.losses`, then
+    `pkg.losses.ce(...)`); None when the read does not reach `path`'s definitions."""
+    head, *rest = read.split(".")
+    if head in mine:
+        return mine[head] or (rest[0] if rest else head)
+    target = lookup.chain(table, read)
+    return target[2] if target is not None and target[0] == "def" and target[1] == path else None
 
 
 def _with_uses(summary: dict, names: List[str]) -> List[str]:
