@@ -156,7 +156,8 @@ SUBTRACTS = frozenset({"tensorflow.subtract", "tensorflow.math.subtract", "keras
 POWERS = frozenset({"tensorflow.pow", "tensorflow.math.pow", "keras.ops.power", "keras.backend.pow"})
 MATMULS = frozenset({"tensorflow.linalg.matmul", "tensorflow.matmul", "keras.ops.matmul", "tensorflow.tensordot",
                      "keras.ops.tensordot", "tensorflow.compat.v1.nn.xw_plus_b", "tensorflow.nn.xw_plus_b",
-                     "tensorflow.einsum", "tensorflow.linalg.einsum", "keras.ops.einsum"})
+                     "tensorflow.einsum", "tensorflow.linalg.einsum", "keras.ops.einsum", "keras.backend.dot",
+                     "keras.backend.batch_dot", "keras.ops.dot"})
 # Layers whose output is linear unless an activation is given (keyword `activation`; Dense's second argument).
 LINEAR_LAYERS = frozenset({"keras.layers.Dense", "keras.layers.Conv1D", "keras.layers.Conv2D", "keras.layers.Conv3D",
                            "keras.layers.EinsumDense"})

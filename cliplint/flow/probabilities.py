@@ -175,6 +175,7 @@ class Probabilities:
         self.flow = flow
         self.ctx = flow.ctx
         self._hops = 0  # parameters followed into callers on the current path
+        self._modelled = 0  # functional models' outputs followed on the current path (`model_logits`)
         self._compiled: Optional[List[Compiled]] = None
 
     def model_output(self, model) -> Optional[Source]:
@@ -358,17 +359,33 @@ class Probabilities:
         if isinstance(value, cst.Name):
             binding = self.flow.binding_of(value)
             if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
-                layers = [self.last_layer(c.model) for c in self._compiled_with(binding.owner, binding)]
-                return next((layer for layer in layers if layer is not None and unsquashed(self.flow, layer)), None)
+                made = (self.model_logits(c.model) for c in self._compiled_with(binding.owner, binding))
+                return next(filter(None, made), None)
             return None
         if not isinstance(value, cst.Call):
             return None
         if ctx.call_name(value) in MATMULS:
             return value
         layer = self.layer_applied(value)
-        if layer is None and not isinstance(value.func, cst.Call):  # model(x): the model's last layer
-            layer = self.last_layer(value.func)
-        return layer if layer is not None and unsquashed(self.flow, layer) else None
+        if layer is not None:
+            return layer if unsquashed(self.flow, layer) else None
+        return self.model_logits(value.func) if not isinstance(value.func, cst.Call) else None
+
+    def model_logits(self, model: cst.BaseExpression) -> Optional[cst.CSTNode]:
+        """What makes the outputs of the model `model` logits: its last layer (`last_layer`),
+        unsquashed, or what a functional model's outputs are made of (`K.dot(adj, Dense(n)(h))`)."""
+        layer = self.last_layer(model)
+        if layer is not None:
+            return layer if unsquashed(self.flow, layer) else None
+        value = self._built(model)[0]
+        if not isinstance(value, cst.Call) or self.ctx.call_name(value) not in FUNCTIONAL \
+                or self._modelled >= MAX_DEPTH:
+            return None
+        self._modelled += 1  # a model built of models: bounded
+        try:
+            return self.logits(arg(value, 1, "outputs"))
+        finally:
+            self._modelled -= 1
 
     def _keeping_logits(self, value: cst.BaseExpression) -> List[cst.BaseExpression]:
         """What `value` is logits if it is: the terms of a sum (a bias added), a scaled or shifted

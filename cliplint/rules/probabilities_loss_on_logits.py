@@ -9,7 +9,6 @@ from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.nodes import arg
-from ..flow.probabilities import unsquashed
 from ..names import APPLICATIONS, LINEAR_LAYERS, MATMULS
 from ..probes import ProbabilityLoss
 from . import Invalid, Rule
@@ -134,6 +133,14 @@ class ProbabilitiesLossOnLogits(Rule):
                 "    def loss(self, x, x_decoded):\n        return metrics.binary_crossentropy(x, x_decoded)\n"
                 "    def train(self, x):\n        self.model.compile(optimizer='rmsprop', loss=self.loss)\n"
                 "        self.model.fit(x, x)\n", 9, "Dense(n, activation=act)"),
+        # a loss factory's closure, compiled on a functional model whose output is a product of logits
+        Invalid("from tensorflow.keras import backend as K\nfrom tensorflow.keras.layers import Dense, Input\n"
+                "from tensorflow.keras.models import Model\ndef make_loss(mask):\n"
+                "    def masked(y_true, y_pred):\n"
+                "        return K.mean(K.categorical_crossentropy(y_true, y_pred) * mask)\n"
+                "    return masked\nadj, x = Input((None,)), Input((16,))\n"
+                "model = Model([adj, x], K.dot(adj, Dense(7)(x)))\n"
+                "model.compile(loss=make_loss(1.0), optimizer='adam')\nmodel.fit(x, x)\n", 6, "K.dot(adj, Dense(7)"),
         # ... and on
         Invalid("import tensorflow as tf\nCLASSIFICATION = False\nmodel = tf.keras.models.Sequential()\n"
                 "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
@@ -183,9 +190,9 @@ class ProbabilitiesLossOnLogits(Rule):
         for compiled in ctx.flow.compiled():
             found = self._probability_loss(ctx, compiled.loss)
             if found is not None and (compiled.trains or self._trained(ctx, compiled.model)):
-                layer = ctx.flow.probabilities.last_layer(compiled.model)
-                if layer is not None and unsquashed(ctx.flow, layer):
-                    yield self._report(ctx, found, layer, "the compiled model's outputs", compiled.loss)
+                made = ctx.flow.probabilities.model_logits(compiled.model)
+                if made is not None:
+                    yield self._report(ctx, found, made, "the compiled model's outputs", compiled.loss)
         for call in ctx.nodes(cst.Call):
             if len(call.args) < 2:
                 continue
