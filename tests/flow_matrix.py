@@ -539,6 +539,10 @@ MODEL_SINKS = {
     "compile('categorical_crossentropy')": ("CL012", LINEAR, "model = {value}\nmodel.compile(optimizer='adam', "
                                             "loss='categorical_crossentropy')" + MARK
                                             + "\nmodel.fit(features, labels)"),
+    # a builder compiles the model and returns it: its caller trains it
+    "compile in a builder": ("CL012", LINEAR, "def compiled_model():\n    model = {value}\n"
+                             "    model.compile(optimizer='adam', loss='categorical_crossentropy')" + MARK
+                             + "\n    return model\nloss = compiled_model()"),
     # a loss of one's own given to compile: Keras calls it with the model's output as `y_pred`
     "compile(loss=function)": ("CL004", SOFTMAX_MODELS, "def xent(y_true, y_pred):\n"
                                "    return -tf.reduce_sum(y_true * tf.math.log(y_pred), axis=-1)" + MARK

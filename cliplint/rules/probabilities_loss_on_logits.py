@@ -97,6 +97,10 @@ class ProbabilitiesLossOnLogits(Rule):
         # a regression loss on a linear output
         "import tensorflow as tf\nmodel = tf.keras.Sequential([tf.keras.layers.Dense(1)])\n"
         "model.compile(loss='mse')\nmodel.fit(x, y)\n",
+        # compiled and returned, with a sigmoid head
+        "import tensorflow as tf\ndef build():\n"
+        "    model = tf.keras.Sequential([tf.keras.layers.Dense(1, activation='sigmoid')])\n"
+        "    model.compile(optimizer='adam', loss='binary_crossentropy')\n    return model\n",
         # the model's last layer is not known here
         "import tensorflow as tf\nfrom zoo import build\nmodel = build()\n"
         "model.compile(loss='categorical_crossentropy')\nmodel.fit(x, y)\n",
@@ -141,6 +145,11 @@ class ProbabilitiesLossOnLogits(Rule):
                 "    return masked\nadj, x = Input((None,)), Input((16,))\n"
                 "model = Model([adj, x], K.dot(adj, Dense(7)(x)))\n"
                 "model.compile(loss=make_loss(1.0), optimizer='adam')\nmodel.fit(x, x)\n", 6, "K.dot(adj, Dense(7)"),
+        # a builder compiles the linear model and returns it (its callers train it)
+        Invalid("import tensorflow as tf\ndef build(loss='binary_crossentropy'):\n"
+                "    model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation='relu'),\n"
+                "                                 tf.keras.layers.Dense(1)])\n"
+                "    model.compile(optimizer='adam', loss=loss)\n    return model\n", 5),
         # ... and on
         Invalid("import tensorflow as tf\nCLASSIFICATION = False\nmodel = tf.keras.models.Sequential()\n"
                 "model.add(tf.keras.layers.LSTM(16))\nif CLASSIFICATION:\n"
@@ -189,7 +198,8 @@ class ProbabilitiesLossOnLogits(Rule):
     def check(self, ctx: Context) -> Iterator[Report]:
         for compiled in ctx.flow.compiled():
             found = self._probability_loss(ctx, compiled.loss)
-            if found is not None and (compiled.trains or self._trained(ctx, compiled.model)):
+            if found is not None and (compiled.trains or self._trained(ctx, compiled.model)
+                                      or self._handed_on(ctx, compiled.call, compiled.model)):
                 made = ctx.flow.probabilities.model_logits(compiled.model)
                 if made is not None:
                     yield self._report(ctx, found, made, "the compiled model's outputs", compiled.loss)
@@ -244,6 +254,14 @@ class ProbabilitiesLossOnLogits(Rule):
         """A loss function called with a `from_logits` that is not literally False."""
         given = arg(call, 99, "from_logits")
         return given is not None and ctx.flow.constant(given) is not False
+
+    @staticmethod
+    def _handed_on(ctx: Context, call: cst.Call, model) -> bool:
+        """The function compiling the model returns it (`model.compile(...)`, then `return model`):
+        a builder whose callers train what it compiled."""
+        function = next((a for a in ctx.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
+        text = ctx.text(model)
+        return function is not None and any(ctx.text(value) == text for value in ctx.flow.returned(function))
 
     @staticmethod
     def _trained(ctx: Context, model) -> bool:
