@@ -675,6 +675,10 @@ APPLY_CARRIERS = {
                            ["Updater(clipped).apply(model)"]),
     "branches": ([], ["if model.trainable:", "    final = clipped", "else:", "    final = clipped",
                       "optimizer.apply_gradients(zip(final, model.trainable_variables))"]),
+    # one flat update vector (baselines' flatgrad), which an MPI Adam or a conjugate gradient applies
+    "flattened into one vector": ([], ["flat = tf.concat([tf.reshape(g if g is not None else tf.zeros_like(v), [-1])",
+                                       "                  for g, v in zip(clipped, model.trainable_variables)], 0)",
+                                       "mpi_adam.update(flat)"]),
 }
 
 

@@ -345,6 +345,9 @@ def _root(expr: cst.BaseExpression) -> Optional[str]:
 
 
 APPLY_METHODS = ("apply_gradients", "apply")
+CONCATS = frozenset({"tensorflow.concat", "keras.backend.concatenate", "keras.ops.concatenate"})
+FLATTENS = frozenset({"tensorflow.reshape", "keras.backend.reshape", "keras.ops.reshape", "keras.backend.flatten",
+                      "keras.ops.ravel"})
 # The clips of one gradient at a time a comprehension over a gradient list applies.
 ELEMENT_CLIPS = frozenset({"tensorflow.clip_by_norm", "tensorflow.clip_by_value", "tensorflow.clip_by_average_norm",
                            "keras.ops.clip"})
@@ -359,8 +362,10 @@ class Clipping(NamedTuple):
 
 def applied(flow: Dataflow, produced: cst.CSTNode) -> bool:
     """Does the value `produced` holds reach `optimizer.apply_gradients(...)` (or Keras 3's
-    `apply`)? `produced` is a comprehension or call that makes a list, or the name or attribute
-    a loop appends to, stores into, or a clip is assigned to. Traced back from every apply's
+    `apply`), or the one flat update vector a concatenation of every gradient flattened makes
+    (`_flattens`: baselines' `flatgrad`, which an MPI Adam or a conjugate gradient applies)?
+    `produced` is a comprehension or call that makes a list, or the name or attribute a loop
+    appends to, stores into, or a clip is assigned to. Traced back from every apply's
     arguments through the carriers (`carriers.origins`) and what combines lists into pairs
     (`zip`, `list`, literals, comprehensions), so a carrier the engine follows for a source
     counts on the way to the sink too."""
@@ -374,8 +379,17 @@ def _reaching_apply(flow: Dataflow) -> List[cst.BaseExpression]:
     """Every expression whose value an apply's argument holds (built once per module: every
     clip asks)."""
     if flow not in _REACHING:
-        _REACHING[flow] = [e for call in flow.ctx.nodes(cst.Call) if _applies(call) for e in reached_by(flow, call)]
+        _REACHING[flow] = [e for call in flow.ctx.nodes(cst.Call) if _applies(call) or _flattens(flow, call)
+                           for e in reached_by(flow, call)]
     return _REACHING[flow]
+
+
+def _flattens(flow: Dataflow, call: cst.Call) -> bool:
+    """`tf.concat([tf.reshape(g, [-1]) for g in grads], axis=0)`: one vector of every gradient
+    flattened, the update itself."""
+    values = arg(call, 0, "values")
+    return flow.ctx.call_name(call) in CONCATS and isinstance(values, (cst.ListComp, cst.GeneratorExp)) \
+        and isinstance(values.elt, cst.Call) and flow.ctx.call_name(values.elt) in FLATTENS
 
 
 def reached_by(flow: Dataflow, call: cst.Call) -> List[cst.BaseExpression]:

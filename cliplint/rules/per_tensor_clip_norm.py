@@ -42,6 +42,10 @@ class PerTensorClipNorm(Rule):
         MADDPG's `minimize_and_clip` and the GGNN samples, whose thresholds were tuned per
         variable. A comprehension's `if g is not None` only drops the frozen variables, and is
         reported.
+
+        The update may also be one flat vector of every gradient (`tf.concat([tf.reshape(g,
+        [-1]) ...], 0)`, baselines' `flatgrad`), which an MPI Adam or a conjugate gradient step
+        applies: clipping each gradient before it is flattened bounds it no better.
     """
     example = """
         grads = tape.gradient(loss, model.trainable_variables)
@@ -94,6 +98,12 @@ class PerTensorClipNorm(Rule):
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
     ]
     INVALID = [
+        # the clipped gradients flattened into the one update vector (baselines' flatgrad)
+        Invalid("import tensorflow as tf\ndef flatgrad(loss, var_list, clip_norm):\n"
+                "    grads = tf.gradients(loss, var_list)\n"
+                "    grads = [tf.clip_by_norm(g, clip_norm) if g is not None else g for g in grads]\n"
+                "    return tf.concat([tf.reshape(g if g is not None else tf.zeros_like(v), [-1])\n"
+                "                      for v, g in zip(var_list, grads)], axis=0)\n", 4),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
