@@ -98,12 +98,6 @@ class PerTensorClipNorm(Rule):
         "grads = tape.gradient(loss, vs)\nopt.apply_gradients(zip([clip_by_norm(g, 1.0) for g in grads], vs))\n",
     ]
     INVALID = [
-        # the clipped gradients flattened into the one update vector (baselines' flatgrad)
-        Invalid("import tensorflow as tf\ndef flatgrad(loss, var_list, clip_norm):\n"
-                "    grads = tf.gradients(loss, var_list)\n"
-                "    grads = [tf.clip_by_norm(g, clip_norm) if g is not None else g for g in grads]\n"
-                "    return tf.concat([tf.reshape(g if g is not None else tf.zeros_like(v), [-1])\n"
-                "                      for v, g in zip(var_list, grads)], axis=0)\n", 4),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n"
@@ -146,6 +140,12 @@ class PerTensorClipNorm(Rule):
                 "grads = [clip_gradient(g) for g in grads]\n"
                 "opt.apply_gradients(zip(grads, model.trainable_variables))\n", 3,
                 "through `clip_gradient(g)`"),
+        # the clipped gradients flattened into the one update vector (baselines' flatgrad)
+        Invalid("import tensorflow as tf\ndef flatgrad(loss, var_list, clip_norm):\n"
+                "    grads = tf.gradients(loss, var_list)\n"
+                "    grads = [tf.clip_by_norm(g, clip_norm) if g is not None else g for g in grads]\n"
+                "    return tf.concat([tf.reshape(g if g is not None else tf.zeros_like(v), [-1])\n"
+                "                      for v, g in zip(var_list, grads)], axis=0)\n", 4),
     ]
 
     @staticmethod
