@@ -206,6 +206,9 @@ MERGING_LAYERS = frozenset({"keras.layers.Concatenate", "keras.layers.Average", 
 # tf.while_loop under its spellings: its results are what the body returns.
 WHILE_LOOPS = frozenset({"tensorflow.while_loop", "tensorflow.compat.v1.while_loop",
                          "tensorflow.python.ops.control_flow_ops.while_loop"})
+# Calls whose result, called, runs the function they are given first (`partial(f, ...)(x)`, a
+# Keras `Lambda(f)(x)` layer).
+RUNS_ITS_FUNCTION = frozenset({"functools.partial", "keras.layers.Lambda"})
 # Functions that apply a function to each element of a structure: (function, structure) first.
 MAPPERS = frozenset({"tensorflow.nest.map_structure", "tensorflow.map_fn", "tensorflow.vectorized_map"})
 # Layer functions of TF 1 and contrib/slim: (position, keyword) of their activation argument.

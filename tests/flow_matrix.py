@@ -390,6 +390,7 @@ CARRIERS = {
     "unstack": _unstack,
     "map_structure": _map_structure,
     "functools.partial": _partial,
+    "Keras Lambda layer": _assign("keras.layers.Lambda(lambda t: t)({value})"),
     "add_n mean": _assign("tf.add_n([{value}, {value}]) / 2.0"),
     "concat": _assign("tf.concat([{value}, {value}], axis=0)"),
 }
@@ -405,6 +406,7 @@ LOG_SINKS = {
     # a helper that is a log under another name: its call is the log (the finding is there)
     "log helper": "def safe_log(x):\n    return tf.math.log(tf.maximum(x, 1e-12))\n"
                   "loss = -tf.reduce_sum(labels * safe_log({value}))" + MARK,
+    "Keras Lambda log layer": "keras.layers.Lambda(lambda t: tf.math.log(t))({value})",
     "guarded log helper": "def safe_log(x):\n    return tf.where(x > 0.0, tf.math.log(x + 1e-12), tf.zeros_like(x))\n"
                           "loss = safe_log({value})" + MARK,
 }

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 import libcst as cst
 
-from ..names import CLAMPS, MAPPERS, SHAPE_CHANGES, SONNET_MODULES, WHERES
+from ..names import CLAMPS, MAPPERS, RUNS_ITS_FUNCTION, SHAPE_CHANGES, SONNET_MODULES, WHERES
 from .bindings import Binding, LocalFlow
 from .constants import UNKNOWN, constant, says_small, switched_off
 from .nodes import Function
@@ -34,8 +34,10 @@ class CallSummaries(LocalFlow):
 
     def definition_of(self, func: cst.BaseExpression) -> Optional[cst.CSTNode]:
         """What calling `func` runs, as `callee` says: a function, class, lambda or method."""
-        if isinstance(func, cst.Call) and self.ctx.call_name(func) == "functools.partial" and func.args:
-            func = func.args[0].value  # partial(f, ...)(x) runs f
+        if isinstance(func, cst.Call) and self.ctx.call_name(func) in RUNS_ITS_FUNCTION and func.args:
+            func = func.args[0].value  # partial(f, ...)(x) and a Keras Lambda(f)(x) run f
+        if isinstance(func, cst.Lambda):
+            return func
         if isinstance(func, cst.Name):
             binding = self.binding_of(func)
             if binding is not None and binding.kind == "def":
@@ -43,6 +45,8 @@ class CallSummaries(LocalFlow):
             lam = binding.value if binding is not None and binding.kind == "assign" and not binding.path else None
             if isinstance(lam, cst.Lambda):
                 return lam
+            if isinstance(lam, cst.Call) and self.ctx.call_name(lam) in RUNS_ITS_FUNCTION and lam.args:
+                return self.definition_of(lam)  # log_layer = Lambda(f); log_layer(p)
             passed = self._passed_definition(binding) if binding is not None and binding.kind == "param" else None
             if passed is not None:
                 return passed

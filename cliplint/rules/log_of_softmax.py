@@ -176,6 +176,11 @@ class LogOfSoftmax(Rule):
         # a Bernoulli likelihood written with tf.multiply: p * y + (1 - p) * (1 - y)
         Invalid("import tensorflow as tf\ndef nll(z_eos, eos):\n    z = tf.sigmoid(z_eos)\n"
                 "    return -tf.log(tf.multiply(z, eos) + tf.multiply(1 - z, 1 - eos))\n", 4, "sigmoid"),
+        # a Keras Lambda layer runs its function on what the layer is called with
+        Invalid("from tensorflow import keras\nfrom tensorflow.keras import backend as K\n"
+                "probs = keras.layers.Dense(5, activation='softmax')(features)\n"
+                "log_layer = keras.layers.Lambda(lambda t: K.log(t))\nlog_probs = log_layer(probs)\n",
+                5, "`log_layer` takes the log"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
