@@ -352,6 +352,13 @@ class Facts:
         return any(name in namespaces or any(prefix in names for prefix in _prefixes(name))
                    for name in self.qualified())
 
+    def add_aliases(self, aliases: Dict[str, str]) -> None:
+        """Names bound to libraries elsewhere, for `refers_to`: what a star import of the
+        project's modules binds (the module's own imports stand)."""
+        for local, full in aliases.items():
+            self._import_aliases.setdefault(local, full)
+        self._qualified = None
+
     def qualified(self) -> Set[str]:
         """The canonical names of the module's chains whose head an import binds."""
         if self._qualified is None:

@@ -245,6 +245,8 @@ def link(ctx, imported: Imported):
     """The `ModuleIndex` `ctx`'s flow reads: `ctx` itself when no summary has code, else the
     file's nodes with the summaries' (`ctx`'s parents, numbers and imports are extended: copies,
     so an editor's kept index is not changed)."""
+    if imported.star_aliases:  # `tf` of `from utils import *`: a copy, so an editor's kept table is not changed
+        ctx.imports = _with_aliases(ctx.imports, imported.star_aliases)
     parts = [part for part in (_part(ref, imported.summaries[ref], names) for ref, names in imported.linked.items()
                                if imported.summaries[ref]["code"]) if part is not None]
     if not parts:
@@ -259,6 +261,14 @@ def link(ctx, imported: Imported):
         foreign.update((name, part.table) for name in part.by_type.get(cst.Name, []))
     ctx.imports = LinkedImports(ctx.imports, foreign)
     return Linked(ctx, imported, parts)
+
+
+def _with_aliases(table: ImportTable, aliases: Dict[str, str]) -> ImportTable:
+    """`table` with the names of `aliases` it does not bind itself."""
+    widened = ImportTable()
+    widened.aliases = {**aliases, **table.aliases}
+    widened.stars = table.stars
+    return widened
 
 
 def link_on_demand(ctx):

@@ -131,6 +131,8 @@ class Imported:
     linked: Dict[str, List[str]]  # module file -> the definitions of it the file is linked with
     names: Set[str] = field(default_factory=set)  # the file's names bound to the project's modules, or used by them
     home: Optional[Tuple[str, FrozenSet[str]]] = None  # the file and its top-level names (`lookup.Lookup`)
+    # the library names its star imports of the project's modules bind: `tf` of `from utils import *`
+    star_aliases: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,7 +165,23 @@ class Reading:
                 linked.setdefault(ref, []).append(name)
         for ref, names_of in linked.items():
             linked[ref] = _with_uses(consulted[ref], names_of)
-        return Imported(path, table, consulted, linked, set(entries) | heads | names, home)
+        aliases = {local: full for local, full in self._star_aliases(stars, consulted).items() if local not in home[1]}
+        return Imported(path, table, consulted, linked, set(entries) | heads | names, home, aliases)
+
+    def _star_aliases(self, stars: List[str], consulted: Dict[str, dict]) -> Dict[str, str]:
+        """What the modules a file star-imports bind by importing libraries, and those they
+        star-import in turn (Python re-exports them): the first module binding a name wins."""
+        aliases: Dict[str, str] = {}
+        pending, seen = list(stars), set[str]()
+        while pending and len(seen) < MAX_MODULES:
+            ref = pending.pop(0)
+            summary = self._summary(ref, consulted) if ref not in seen else None
+            seen.add(ref)
+            if summary is not None:
+                for local, full in summary["aliases"].items():
+                    aliases.setdefault(local, full)
+                pending += summary["stars"]
+        return aliases
 
     def importers(self, path: str) -> List[str]:
         """The project's files whose imports resolve to `path` (`importers.Importers`)."""
@@ -274,6 +292,7 @@ def add_gate_facts(facts, imported: Imported) -> None:
     them (a star-imported `CLIPVALUE = -1.0` is a threshold <= 0; a helper's `tape.gradient`)."""
     from ..facts import Facts
 
+    facts.add_aliases(imported.star_aliases)
     for ref, names in imported.linked.items():
         summary = imported.summaries[ref]
         lines = summary["code"].splitlines(keepends=True)

@@ -38,7 +38,7 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return _finished({"path": path, "code": "", "chunks": [], "defined": {}, "reads": {}, "uses": {},
-                          "spans": {}, "imports": {}, "stars": [], "all": None, "public": []})
+                          "spans": {}, "imports": {}, "stars": [], "all": None, "public": [], "aliases": {}})
     lines = text.splitlines(keepends=True)
     entries, stars = import_map(tree.body, path, roots)
     units = _units(tree.body)
@@ -64,7 +64,8 @@ def summarise(path: str, text: str, roots: Sequence[str]) -> dict:
         "uses": {name: found for name, found in uses.items() if found},
         "spans": {name: spans[id(units[name])] for name in kept},
         "imports": {name: list(entry) for name, entry in entries.items()}, "stars": stars,
-        "all": _dunder_all(tree.body), "public": sorted(public)})
+        "all": _dunder_all(tree.body), "public": sorted(public),
+        "aliases": _library_aliases(imports, _dunder_all(tree.body), set(entries))})
 
 
 def _finished(summary: dict) -> dict:
@@ -187,6 +188,23 @@ def _dunder_all(body: Sequence[ast.stmt]) -> Optional[List[str]]:
                 return None
             return [v for v in value if isinstance(v, str)] if isinstance(value, (list, tuple)) else None
     return None
+
+
+def _library_aliases(imports: Sequence[ast.stmt], listed: Optional[List[str]], project: Set[str]) -> Dict[str, str]:
+    """local name -> dotted name, for what the module's top-level imports of libraries bind (as
+    `names.ImportTable` reads them) and a star import of the module binds in its importer too
+    (`from utils import *` where utils has `import tensorflow as tf`): those in `__all__`, else
+    those not starting with `_`."""
+    aliases: Dict[str, str] = {}
+    for statement in imports:
+        for alias in statement.names:  # type: ignore[attr-defined]
+            if isinstance(statement, ast.Import):
+                head = alias.name.split(".")[0]
+                aliases[alias.asname or head] = alias.name if alias.asname else head
+            elif statement.module and not statement.level and alias.name != "*":  # type: ignore[attr-defined]
+                aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"  # type: ignore[attr-defined]
+    return {local: full for local, full in aliases.items() if local not in project
+            and (local in listed if listed is not None else not local.startswith("_"))}
 
 
 def _public(body: Sequence[ast.stmt], bound: Set[str]) -> Set[str]:
