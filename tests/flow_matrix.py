@@ -496,6 +496,9 @@ SOFTMAX_MODELS = {
     "class attribute": "keras.Sequential([keras.layers.Dense(10, activation=HeadConfig.activation)])",
     "builder **kwargs": "kwargs_model(activation='softmax')",
     "flag default": "keras.Sequential([keras.layers.Dense(10, activation=FLAGS.head)])",
+    # `model.add(...)` builds the model: in a builder, and on an attribute of the object holding it
+    "Sequential, add in a builder": "added_model(activation='softmax')",
+    "Sequential held by self, add": "SoftmaxHolder().model",
 }
 LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "functional": "keras.Model(features, keras.layers.Dense(10)(features))",
@@ -511,13 +514,23 @@ LINEAR = {"Sequential": "keras.Sequential([keras.layers.Dense(10)])",
           "config splatted": "keras.Sequential([keras.layers.Dense(10, **PLAIN)])",
           "class attribute": "keras.Sequential([keras.layers.Dense(10, activation=PlainConfig.activation)])",
           "builder **kwargs": "kwargs_model()",
-          "flag default": "keras.Sequential([keras.layers.Dense(10, activation=FLAGS.plain)])"}
+          "flag default": "keras.Sequential([keras.layers.Dense(10, activation=FLAGS.plain)])",
+          "Sequential, add in a builder": "added_model()",
+          "Sequential held by self, add": "LinearHolder().model"}
 # Both programs of a pair define both heads and both subclassed models: they differ by the one used.
 MODEL_PRELUDE = ["softmax_head = keras.layers.Dense(10, activation='softmax')", "linear_head = keras.layers.Dense(10)",
                  "softmax_dense = functools.partial(keras.layers.Dense, activation='softmax')",
                  "relu_dense = functools.partial(keras.layers.Dense, activation='relu')", "",
                  "def dense_model(activation=None):",
                  "    return keras.Sequential([keras.layers.Dense(10, activation=activation)])", "",
+                 "def added_model(activation=None):", "    model = keras.Sequential()",
+                 "    model.add(keras.layers.Dense(32, activation='relu'))",
+                 "    model.add(keras.layers.Dense(10, activation=activation))", "    return model", "",
+                 *(line for name, activation in (("SoftmaxHolder", ", activation='softmax'"), ("LinearHolder", ""))
+                       for line in (f"class {name}:", "    def __init__(self):",
+                                    "        self.model = keras.Sequential()",
+                                    "        self.model.add(keras.layers.Dense(32, activation='relu'))",
+                                    f"        self.model.add(keras.layers.Dense(10{activation}))", "")),
                  "def kwargs_model(**kwargs):", "    return keras.Sequential([keras.layers.Dense(10, **kwargs)])", "",
                  "HEAD_ACTIVATION, PLAIN_ACTIVATION = 'softmax', None",
                  "HEAD, PLAIN = {'activation': 'softmax'}, {'activation': None}", "",
@@ -794,6 +807,9 @@ FORMULAS = {
     "log1p(c * exp)": ("CL011", "tf.exp(logits)", "tf.exp(logits - tf.reduce_max(logits, axis=-1, keepdims=True))",
                        "tf.math.log1p(1.718 * {value})"),
     "norm of a difference": ("CL014", "(logits - features)", "logits", "tf.norm({value}, axis=-1)"),
+    # a product is zero wherever its difference is (a masked reconstruction error)
+    "norm of a masked difference": ("CL014", "tf.multiply(logits - features, labels)", "tf.multiply(logits, labels)",
+                                    "tf.norm({value}, axis=-1)"),
     "where over a log": ("CL015", "tf.math.log(logits)", "tf.math.log(tf.where(logits > 0, logits, 1.0))",
                          "tf.where(logits > 0, {value}, tf.zeros_like(logits))"),
 }
@@ -809,6 +825,7 @@ FORMULA_CARRIERS = ("direct", "name", "function return", "helper parameter", "pa
 SANITISED_SINKS = {
     # a norm raised to a power above 1 has gradient 0 at zero (measured, TF 2.21)
     "norm of a difference": ("tf.square(tf.norm({value}, axis=-1))", "tf.norm({value}, axis=-1) ** 2"),
+    "norm of a masked difference": ("tf.square(tf.norm({value}, axis=-1))",),
 }
 
 

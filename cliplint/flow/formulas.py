@@ -12,7 +12,18 @@ from typing import FrozenSet, Iterator, List, Optional
 
 import libcst as cst
 
-from ..names import EXP, GATHERS, LAYER_FUNCTIONS, MEANS, SEGMENT_MAXIMA, SEGMENT_SUMS, SHAPE_CHANGES, SUBTRACTS, SUMS
+from ..names import (
+    EXP,
+    GATHERS,
+    LAYER_FUNCTIONS,
+    MEANS,
+    MULTIPLIES,
+    SEGMENT_MAXIMA,
+    SEGMENT_SUMS,
+    SHAPE_CHANGES,
+    SUBTRACTS,
+    SUMS,
+)
 from .carriers import trace
 from .constants import UNKNOWN, Number, constant, dead, says_small
 from .local import Dataflow
@@ -277,18 +288,18 @@ def nonnegative(flow: Dataflow, expr, depth: int = 0) -> bool:
 
 
 def _is_max(flow: Dataflow, expr) -> bool:
-    """`reduce_max(...)` or `reduce_logsumexp(...)` (under `stop_gradient`), names followed:
-    what makes `x - m` at most 0."""
-    value = flow.value_of(expr)
-    for _ in range(3):
+    """`reduce_max(...)` or `reduce_logsumexp(...)` (under `stop_gradient`, reshaped, gathered),
+    through every carrier (a helper returning it: `U.max(x, axis=-1)`): what makes `x - m` at
+    most 0."""
+    def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
+        return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA | SEGMENT_MAXIMA else None
+
+    def through(value: cst.BaseExpression) -> List[cst.BaseExpression]:
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES | GATHERS \
                 and value.args:
-            value = flow.value_of(value.args[0].value)
-        elif isinstance(value, cst.Subscript):
-            value = flow.value_of(value.value)
-        else:
-            break
-    return isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA | SEGMENT_MAXIMA
+            return [value.args[0].value]
+        return [value.value] if isinstance(value, cst.Subscript) else []
+    return trace(flow, expr, classify, through) is not None
 
 
 def _same(flow: Dataflow, a, b) -> bool:
@@ -296,14 +307,22 @@ def _same(flow: Dataflow, a, b) -> bool:
 
 
 def difference(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-    """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier, else None."""
+    """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier and through
+    products (`(a - b) * mask` is zero where `a - b` is), else None."""
     def classify(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
             return value
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SUBTRACTS:
             return value
         return None
-    return trace(flow, expr, classify)
+
+    def factors(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            return [value.left, value.right]
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in MULTIPLIES:
+            return [a for a in (arg(value, 0, "x"), arg(value, 1, "y")) if a is not None]
+        return []
+    return trace(flow, expr, classify, factors)
 
 
 def operands(diff) -> tuple:
@@ -489,23 +508,29 @@ def stopped(flow: Dataflow, node: cst.CSTNode) -> bool:
 
 
 def only_from(flow: Dataflow, expr: cst.CSTNode, words, depth: int = 0) -> bool:
-    """Whether every name `expr` is computed from (names followed through their assignments;
-    the functions called are not counted) is one of `words`: a value made of labels, masks and
-    shapes alone, which no gradient reaches."""
-    leaves = []
+    """Whether every name and attribute `expr` is computed from (followed through their
+    assignments, `self.x` too; the functions called are not counted) is one of `words`: a value
+    made of labels, masks and shapes alone, which no gradient reaches."""
+    leaves: List[cst.BaseExpression] = []
     for sub in _differentiable_parts(flow, expr):
         if isinstance(sub, cst.Call) and _has_weights(flow, sub):
             return False  # `Dense(d)(x)` of data `x` is made of the layer's weights too
-        if not isinstance(sub, cst.Name) or sub.value in ("True", "False", "None") or _callee_part(flow, sub):
-            continue
+        if not isinstance(sub, (cst.Name, cst.Attribute)) or _callee_part(flow, sub) \
+                or (isinstance(sub, cst.Name) and sub.value in ("True", "False", "None")):
+            continue  # a name inside `self.labels` is part of the attribute, which is the leaf
         value = flow.value_of(sub)
         if value is not sub and depth < MAX_DEPTH:
             if not only_from(flow, value, words, depth + 1):
                 return False
         else:
             leaves.append(sub)
-    return all(set(leaf.value.lower().split("_")) & words or flow.ctx.qualify(leaf)
+    return all(set(_leaf_word(leaf).lower().split("_")) & words or flow.ctx.qualify(leaf)
                or constant(flow, leaf) is not UNKNOWN or says_small(leaf) for leaf in leaves)
+
+
+def _leaf_word(leaf: cst.BaseExpression) -> str:
+    """`labels` of `labels` and of `self.labels`."""
+    return leaf.attr.value if isinstance(leaf, cst.Attribute) else leaf.value  # type: ignore[attr-defined]
 
 
 def _has_weights(flow: Dataflow, call: cst.Call) -> bool:
@@ -529,9 +554,9 @@ def _numpy_result(flow: Dataflow, call: cst.Call) -> bool:
     return isinstance(func, cst.Attribute) and func.attr.value in NUMPY_RESULTS and flow.callee(call) is None
 
 
-def _callee_part(flow: Dataflow, name: cst.Name) -> bool:
-    """`name` is (the head of) what a call calls, part of an attribute (`tf` in `tf.shape`), or a
-    keyword (`axis=`)."""
+def _callee_part(flow: Dataflow, name: cst.BaseExpression) -> bool:
+    """`name` is (the head of) what a call calls, part of an attribute (`tf` in `tf.shape`,
+    `self.x` in `self.x.y`), or a keyword (`axis=`)."""
     parent = flow.ctx.parent.get(name)
     if isinstance(parent, cst.Attribute) or (isinstance(parent, cst.Arg) and parent.keyword is name):
         return True

@@ -654,13 +654,21 @@ class Probabilities:
 
     def added_layers(self, sequential: cst.Call) -> List[cst.BaseExpression]:
         """The layers `model.add(...)` gives the model `model = Sequential()` holds, in order
-        (adds to this model, not to one the name is rebound to)."""
+        (adds to this model, not to one the name is rebound to); also `self.model.add(...)` of
+        `self.model = Sequential()`, in the method that assigns it."""
         parent = self.ctx.parent.get(sequential)
-        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
-                and isinstance(parent.targets[0].target, cst.Name)):
+        if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1):
             return []
-        name = parent.targets[0].target.value
-        above = [self.ctx.parent.get(use) for use in self.flow.uses_after(name, parent) if self._bound_by(use, parent)]
+        target = parent.targets[0].target
+        if isinstance(target, cst.Name):
+            holders: List[cst.CSTNode] = [use for use in self.flow.uses_after(target.value, parent)
+                                          if self._bound_by(use, parent)]
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            owners = (self.ctx.parent.get(use) for use in self.flow.uses_after(target.value.value, parent))
+            holders = [a for a in owners if isinstance(a, cst.Attribute) and a.attr.value == target.attr.value]
+        else:
+            return []
+        above = [self.ctx.parent.get(holder) for holder in holders]
         added = [a for a in above if isinstance(a, cst.Attribute) and a.attr.value == "add"]
         calls = [c for c in (self.ctx.parent.get(a) for a in added)
                  if isinstance(c, cst.Call) and c.args and not dead(self.flow, c)]

@@ -37,10 +37,11 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
-# Names of values no gradient flows to, or norms taken for logging, clipping and constraints.
+# Names of values no gradient flows to, or norms taken for logging, clipping and constraints. Labels
+# and masks are not among them: `labels - pred` is a loss; a value made of them alone is data
+# (`formulas.DATA_WORDS`, which `only_from` asks of every name the value is computed from).
 NOT_DIFFERENTIATED_WORDS = frozenset({"grad", "grads", "gradient", "gradients", "weight", "weights", "kernel",
-                                      "variables", "params", "label", "labels", "mask", "shape", "update", "updates",
-                                      "delta", "deltas"})
+                                      "variables", "params", "shape", "update", "updates", "delta", "deltas"})
 
 LOGGING = ("tensorflow.summary.", "tensorflow.print", "tensorflow.debugging.", "tensorflow.clip_by_norm")
 EUCLIDEAN = (None, 2, "euclidean", "fro")
@@ -190,6 +191,9 @@ class NanGradientAtZero(Rule):
                 "        return ops.sqrt(ops.maximum(variance, 0.0))\n", 7, "standard deviation"),
         Invalid("import tensorflow as tf\nrmse = tf.sqrt(tf.reduce_mean(tf.squared_difference(pred, labels)))\n"
                 "train_op = tf.train.AdamOptimizer(0.01).minimize(rmse + 0.01 * tf.nn.l2_loss(w))\n", 2),
+        # a masked reconstruction error: the product is zero wherever the difference is
+        Invalid("import tensorflow as tf\nloss = tf.norm(tf.multiply(ratings - decoded, mask))\n"
+                "train_op = tf.train.AdamOptimizer(0.01).minimize(loss)\n", 2),
     ]
 
     def could_fire(self, facts: Facts) -> bool:

@@ -90,6 +90,11 @@ class UnstableFormula(Rule):
         # the max subtracted first
         "import tensorflow as tf\ne = tf.exp(x - tf.reduce_max(x, axis=-1, keepdims=True))\n"
         "p = e / tf.reduce_sum(e, axis=-1, keepdims=True)\n",
+        # the max a helper returns (baselines' `U.max`), subtracted first
+        "import tensorflow as tf\ndef max(x, axis=None, keepdims=False):\n"
+        "    return tf.reduce_max(x, axis=axis, keepdims=keepdims)\n"
+        "a0 = logits - max(logits, axis=-1, keepdims=True)\nea0 = tf.exp(a0)\n"
+        "p0 = ea0 / tf.reduce_sum(ea0, axis=-1, keepdims=True)\n",
         # the max subtracted in place
         "import tensorflow as tf\nz = h * w\nz -= tf.reduce_max(z, axis=-1, keepdims=True)\n"
         "lse = tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))\n",
