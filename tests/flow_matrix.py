@@ -792,6 +792,57 @@ def build_logits(source: str, carriers: Sequence[str], sink: str) -> Program:
     return Program(source, tuple(carriers), sink, text, twins, line, "CL012")
 
 
+# --- one loss per output: a list or dict given to compile, each loss on its own output -------------
+
+# name -> (how the compile names the losses, `{wrong}` for the head's, `{other}` for the box's; the
+# order of the model's outputs). A dict matches the layer making the output by its `name`.
+OUTPUT_MATCHES = {
+    "list, head first": ("[{wrong}, {other}]", "[head, box]"),
+    "list, head second": ("[{other}, {wrong}]", "[box, head]"),
+    "tuple": ("({other}, {wrong})", "(box, head)"),
+    "dict by name": ("{{'box': {other}, 'head': {wrong}}}", "[box, head]"),
+    "dict, key from a constant": ("{{BOX: {other}, HEAD: {wrong}}}", "[head, box]"),
+    "dict given as a name": ("losses\nlosses = {{'head': {wrong}, 'box': {other}}}", "[box, head]"),
+}
+# name -> (a head making logits, its squashed twin): the layer making the output is named 'head'.
+OUTPUT_HEADS = {
+    "Dense": ("keras.layers.Dense(10, name='head')(hidden)",
+              "keras.layers.Dense(10, activation='softmax', name='head')(hidden)"),
+    "layer bound first": ("head_layer(hidden)\nhead_layer = keras.layers.Dense(10, name='head')",
+                          "head_layer(hidden)\nhead_layer = keras.layers.Dense(10, activation='sigmoid', name='head')"),
+    "Activation named after a Dense": (
+        "keras.layers.Activation('linear', name='head')(keras.layers.Dense(10)(hidden))",
+        "keras.layers.Activation('softmax', name='head')(keras.layers.Dense(10)(hidden))"),
+    "builder's return": ("make_head(hidden, None)", "make_head(hidden, 'softmax')"),
+}
+# code -> (the loss that does not fit the head, the head that makes it a mistake: 0 logits, 1 squashed)
+OUTPUT_LOSSES = {"CL012": ("'categorical_crossentropy'", 0),
+                 "CL010": ("keras.losses.CategoricalCrossentropy(from_logits=True)", 1)}
+
+
+def build_output_loss(head: str, match: str, code: str) -> Program:
+    wrong, which = OUTPUT_LOSSES[code]
+    heads = OUTPUT_HEADS[head]
+    text, line = _render_outputs(heads[which], match, wrong)
+    twin, _ = _render_outputs(heads[1 - which], match, wrong)
+    return Program(f"{head} output", (match,), f"compile {code}", text, (twin,), line, code)
+
+
+def _render_outputs(head: str, match: str, wrong: str) -> Tuple[str, int]:
+    losses, outputs = OUTPUT_MATCHES[match]
+    loss, *loss_lines = losses.format(wrong=wrong, other="'mse'").split("\n")
+    value, *head_lines = head.split("\n")
+    lines = HEADER.splitlines() + ["BOX, HEAD = 'box', 'head'", "def make_head(h, activation):",
+                                   "    return keras.layers.Dense(10, activation=activation, name='head')(h)", "",
+                                   "features = keras.Input((8,))",
+                                   "hidden = keras.layers.Dense(32, activation='relu')(features)", *head_lines,
+                                   f"head = {value}", "box = keras.layers.Dense(4, name='box')(hidden)",
+                                   f"model = keras.Model(features, {outputs})", *loss_lines,
+                                   f"model.compile(optimizer='adam', loss={loss})", "model.fit(x, y)"]
+    # the finding is where the wrong loss is written: the compile, or the dict given to it
+    return "\n".join(lines) + "\n", max(number for number, line in enumerate(lines, 1) if wrong in line)
+
+
 # --- hand-written formulas: an `exp`, a difference or a `log` carried to the formula it breaks ------
 
 # name -> (code, the value made from the logits, its stable twin, the sink the value reaches)
@@ -877,6 +928,8 @@ def matrix(nested: bool = True) -> Iterator[Program]:
     for index, (outer, inner) in enumerate(itertools.product(LOGIT_CARRIERS, repeat=2)):
         source, carriers, sink = _rotated(logit_pairs, index, [outer, inner])
         yield build_logits(source, carriers, sink)
+    for head, match, code in itertools.product(OUTPUT_HEADS, OUTPUT_MATCHES, OUTPUT_LOSSES):
+        yield build_output_loss(head, match, code)
     for formula, carrier in itertools.product(FORMULAS, FORMULA_CARRIERS):
         yield build_formula(formula, [carrier])
     for index, (outer, inner) in enumerate(itertools.product(FORMULA_CARRIERS, repeat=2)):

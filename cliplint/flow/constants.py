@@ -97,14 +97,25 @@ def constant(flow: LocalFlow, expr: Optional[cst.BaseExpression], depth: int = 0
         if expr.value in ("None", "True", "False"):
             return {"None": None, "True": True, "False": False}[expr.value]
         binding = flow.binding_of(expr)
-        if binding is not None and not binding.path and binding.kind in ("assign", "param"):
+        if binding is not None and binding.kind in ("assign", "param"):
             if binding.kind == "param" and binding.value is None:
                 return UNKNOWN
-            return constant(flow, binding.value, depth + 1)
+            return constant(flow, _unpacked_literal(binding.value, binding.path), depth + 1)
     if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value != "self":
         default = flow.flag_defaults().get(expr.attr.value)  # args.clipnorm, FLAGS.clipnorm
         return constant(flow, default, depth + 1) if default is not None else UNKNOWN
     return UNKNOWN
+
+
+def _unpacked_literal(value: Optional[cst.BaseExpression], path: Tuple[int, ...]) -> Optional[cst.BaseExpression]:
+    """The element of a literal tuple or list an unpacking binds (`BOX, HEAD = "box", "head"`:
+    HEAD is "head"), else None."""
+    for index in path:
+        if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements) \
+                or any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return None
+        value = value.elements[index].value
+    return value
 
 
 def says_small(expr: cst.BaseExpression) -> bool:

@@ -10,7 +10,7 @@ bindings sit local aliases of imported names; calls between the module's functio
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Callable, Dict, List, Optional, Tuple, cast
+from typing import Callable, Dict, List, Optional, Set, Tuple, cast
 
 import libcst as cst
 
@@ -51,6 +51,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         self._reaching: Dict[cst.CSTNode, List[Binding]] = {}
         self._names: Optional[Dict[str, List[cst.Name]]] = None
         self._class_members: Dict[cst.ClassDef, Dict[str, List[Binding]]] = {}
+        self._holders: Set[Tuple[cst.CSTNode, str]] = set()  # instances whose class is being found
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
@@ -207,7 +208,14 @@ class Dataflow(CallSummaries, FlagDefaults):
         if found:
             return found
         held = isinstance(use.value, cst.Attribute)  # `self.policy.probs`: of the instance `self.policy` holds
-        cls = scope if isinstance(scope, cst.ClassDef) and not held else self.class_of(use.value)
+        holder = (scope, text.rsplit(".", 1)[0])
+        if holder in self._holders:  # `self.a = self.a.b`: the class of `self.a` is being found already
+            return found
+        self._holders.add(holder)
+        try:
+            cls = scope if isinstance(scope, cst.ClassDef) and not held else self.class_of(use.value)
+        finally:
+            self._holders.discard(holder)
         if cls is None:
             return found
         owners = [cls, *self.related_classes(cls)] if cls is not scope else self.related_classes(cls)

@@ -181,6 +181,43 @@ class Probabilities:
     def model_output(self, model) -> Optional[Source]:
         return self._model(model, frozenset(), False)
 
+    def output_losses(self, compiled: Compiled) -> List[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+        """(loss, output) for each loss of a list or dict given to compile, matched to the outputs
+        of the functional model compiled: by position, or by the `name` of the layer making the
+        output (`loss={"cls": "categorical_crossentropy", "box": "mse"}`). Empty when the loss is
+        one loss (Keras applies it to every output) or the outputs are not known."""
+        losses = self.flow.value_of(compiled.loss)
+        built = self._built(compiled.model)[0]
+        if not (isinstance(losses, (cst.List, cst.Tuple, cst.Dict)) and isinstance(built, cst.Call)
+                and self.ctx.call_name(built) in FUNCTIONAL):
+            return []
+        outputs = arg(built, 1, "outputs")
+        outputs = self.flow.value_of(outputs) if outputs is not None else None
+        if not isinstance(outputs, (cst.List, cst.Tuple)) or any(isinstance(e, cst.StarredElement)
+                                                                for e in outputs.elements):
+            return []
+        heads = [element.value for element in outputs.elements]
+        if isinstance(losses, cst.Dict):
+            named = {self._output_name(head): head for head in heads}
+            keyed = [(constant(self.flow, e.key), e.value) for e in losses.elements if isinstance(e, cst.DictElement)]
+            return [(loss, named[key]) for key, loss in keyed if isinstance(key, str) and key in named]
+        given = [element.value for element in losses.elements]
+        if len(given) != len(heads) or any(isinstance(e, cst.StarredElement) for e in losses.elements):
+            return []
+        return list(zip(given, heads))
+
+    def _output_name(self, output: cst.BaseExpression) -> Optional[str]:
+        """The `name` given to the layer whose application makes `output` (`Dense(5, name="cls")(h)`,
+        also a layer bound to a name first), through every carrier."""
+        def named(value: cst.BaseExpression) -> Optional[str]:
+            if not isinstance(value, cst.Call):
+                return None
+            layer = self.flow.value_of(value.func) if isinstance(value.func, (cst.Name, cst.Attribute)) else value.func
+            given = arg(layer, 99, "name") if isinstance(layer, cst.Call) else None
+            text = constant(self.flow, given) if given is not None else None
+            return text if isinstance(text, str) else None
+        return trace(self.flow, output, named)
+
     def last_layer(self, model, depth: int = 0) -> Optional[cst.Call]:
         """The constructor call of the layer whose output a Sequential or functional model built
         in this module returns (`Dense(1)` in `Sequential([..., Dense(1)])`, `.add(Dense(1))`,
@@ -407,6 +444,10 @@ class Probabilities:
             return [value.args[0].value]
         if isinstance(value.func, cst.Call) and self.ctx.call_name(value.func) in MOVING_LAYERS:
             return [value.args[0].value]
+        if isinstance(value.func, cst.Call) and self.ctx.call_name(value.func) == "keras.layers.Activation":
+            given = arg(value.func, 0, "activation")  # Activation("linear"), Activation("relu") keep logits
+            if given is not None and carried_constant(self.flow, given) in NOT_SQUASHING:
+                return [value.args[0].value]
         return []
 
     def _call(self, call: cst.Call, seen, padded) -> Optional[Source]:

@@ -116,6 +116,11 @@ class ProbabilitiesLossOnLogits(Rule):
         "    return tf.keras.Sequential([tf.keras.layers.Dense(units, activation=activation)])\n"
         "classifier = build(1, activation='sigmoid')\nclassifier.compile(loss='binary_crossentropy')\n"
         "classifier.fit(x, y)\nregressor = build(1)\nregressor.compile(loss='mse')\nregressor.fit(x, y)\n",
+        # one loss per output: the probability loss is on the softmax head, the logits go to mse
+        "import tensorflow as tf\ninp = tf.keras.Input((8,))\nh = tf.keras.layers.Dense(32, activation='relu')(inp)\n"
+        "cls = tf.keras.layers.Dense(5, activation='softmax', name='cls')(h)\n"
+        "box = tf.keras.layers.Dense(4, name='box')(h)\nmodel = tf.keras.Model(inp, [box, cls])\n"
+        "model.compile(optimizer='adam', loss={'cls': 'categorical_crossentropy', 'box': 'mse'})\nmodel.fit(x, y)\n",
     ]
     INVALID = [
         # logits from a matrix product, reshaped, into the loss function
@@ -189,6 +194,13 @@ class ProbabilitiesLossOnLogits(Rule):
         Invalid("import tensorflow as tf\nnet = tf.keras.applications.ResNet50(weights=None, classes=10,\n"
                 "    classifier_activation=None)\n"
                 "net.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\nnet.fit(x, y)\n", 4),
+        # one loss per output, matched by position: the class head is linear
+        Invalid("import tensorflow as tf\ninp = tf.keras.Input((8,))\n"
+                "h = tf.keras.layers.Dense(32, activation='relu')(inp)\n"
+                "cls = tf.keras.layers.Dense(5, name='cls')(h)\nbox = tf.keras.layers.Dense(4, name='box')(h)\n"
+                "model = tf.keras.Model(inp, [box, cls])\n"
+                "model.compile(optimizer='adam', loss=['mse', 'categorical_crossentropy'])\nmodel.fit(x, y)\n",
+                7, "the model's output `cls`"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -197,12 +209,19 @@ class ProbabilitiesLossOnLogits(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for compiled in ctx.flow.compiled():
+            if not (compiled.trains or self._trained(ctx, compiled.model)
+                    or self._handed_on(ctx, compiled.call, compiled.model)):
+                continue
             found = self._probability_loss(ctx, compiled.loss)
-            if found is not None and (compiled.trains or self._trained(ctx, compiled.model)
-                                      or self._handed_on(ctx, compiled.call, compiled.model)):
-                made = ctx.flow.probabilities.model_logits(compiled.model)
-                if made is not None:
-                    yield self._report(ctx, found, made, "the compiled model's outputs", compiled.loss)
+            made = ctx.flow.probabilities.model_logits(compiled.model) if found is not None else None
+            if found is not None and made is not None:
+                yield self._report(ctx, found, made, "the compiled model's outputs", compiled.loss)
+            for loss, output in ctx.flow.probabilities.output_losses(compiled):  # one loss per output
+                found = self._probability_loss(ctx, loss)
+                made = ctx.flow.logits(output) if found is not None else None
+                if found is not None and made is not None:
+                    what = f"the values of the model's output `{ctx.text(output)[:40]}`"
+                    yield self._report(ctx, found, made, what, loss)
         for call in ctx.nodes(cst.Call):
             if len(call.args) < 2:
                 continue

@@ -132,6 +132,11 @@ class SoftmaxThenFromLogits(Rule):
         "head = tf.keras.applications.MobileNetV2(weights=None, classes=3, classifier_activation=None)\n"
         "base.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n"
         "head.compile(loss=tf.keras.losses.CategoricalCrossentropy(from_logits=True))\n",
+        # one loss per output: the from_logits loss is on the linear head (the first head is a softmax)
+        "import tensorflow as tf\ninp = tf.keras.Input((8,))\nh = tf.keras.layers.Dense(32, activation='relu')(inp)\n"
+        "probs = tf.keras.layers.Dense(5, activation='softmax', name='probs')(h)\n"
+        "scores = tf.keras.layers.Dense(5, name='scores')(h)\nmodel = tf.keras.Model(inp, [probs, scores])\n"
+        "model.compile(loss=['categorical_crossentropy', tf.keras.losses.CategoricalCrossentropy(from_logits=True)])\n",
     ]
     INVALID = [
         # a builder with a chain of model.add(...)
@@ -196,6 +201,14 @@ class SoftmaxThenFromLogits(Rule):
                 "    def call(self, x):\n        for block in self.blocks:\n            x = block(x)\n"
                 "        return x\nnet = Net()\n"
                 "loss = tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=net(x))\n", 12),
+        # one loss per output, matched by the output layer's name
+        Invalid("import tensorflow as tf\ninp = tf.keras.Input((8,))\n"
+                "h = tf.keras.layers.Dense(32, activation='relu')(inp)\n"
+                "box = tf.keras.layers.Dense(4, name='box')(h)\n"
+                "cls = tf.keras.layers.Dense(5, activation='softmax', name='cls')(h)\n"
+                "model = tf.keras.Model(inp, [box, cls])\nmodel.compile(optimizer='adam', loss={'box': 'mse',\n"
+                "    'cls': tf.keras.losses.CategoricalCrossentropy(from_logits=True)})\n", 8,
+                "the model's output `cls`"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
@@ -204,7 +217,14 @@ class SoftmaxThenFromLogits(Rule):
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for compiled in ctx.flow.compiled():
-            kind = self._from_logits(ctx, compiled.loss)
+            per_output = ctx.flow.probabilities.output_losses(compiled)
+            for given, head in per_output:  # one loss per output: each applies to its own
+                kind = self._from_logits(ctx, given)
+                output = ctx.flow.probability(head) if kind else None
+                if output and kind:
+                    yield self._report(ctx, given, kind, output, f"the model's output `{ctx.text(head)[:40]}`",
+                                       {"loss": ctx.flow.snippet(ctx.flow.value_of(given))})
+            kind = self._from_logits(ctx, compiled.loss) if not per_output else None
             output = ctx.flow.model_output(compiled.model) if kind else None
             if output and kind:  # any squashing: sigmoid outputs given to a softmax are flattened too
                 keyword = self._keyword(ctx, compiled)
