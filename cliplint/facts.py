@@ -84,6 +84,19 @@ class Sorted:
         return self.labels[low:bisect.bisect_left(self.positions, end, low)]
 
 
+def import_aliases(node: Union[ast.Import, ast.ImportFrom]) -> Dict[str, str]:
+    """local name -> dotted name, for what one import statement binds (as `names.ImportTable`
+    reads it; relative and star imports bind none)."""
+    aliases: Dict[str, str] = {}
+    for alias in node.names:
+        if isinstance(node, ast.Import):
+            local = alias.asname or alias.name.split(".")[0]
+            aliases[local] = alias.name if alias.asname else local
+        elif node.module and not node.level and alias.name != "*":
+            aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return aliases
+
+
 class Facts:
     def __init__(self, tree: ast.Module) -> None:
         self.words: Set[str] = set()  # every name, attribute and string constant
@@ -160,14 +173,10 @@ class Facts:
 
     def _see_import(self, node) -> None:
         self._scope_changes.append((_start(node), "import"))
+        self._import_aliases.update(import_aliases(node))
         for alias in node.names:
             self._imports.append((_start(node), (alias.asname or alias.name).split(".")[0]))
-            if isinstance(node, ast.Import):
-                local = alias.asname or alias.name.split(".")[0]
-                self._import_aliases[local] = alias.name if alias.asname else local
-            elif node.module and not node.level and alias.name != "*":
-                self._import_aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-            elif node.module and not node.level:  # `from keras.layers import *` binds `K` (names.STAR_EXPORTS)
+            if alias.name == "*" and node.module and not node.level:  # `from keras.layers import *` binds `K`
                 for local, full in STAR_EXPORTS.get(node.module, {}).items():
                     self._import_aliases.setdefault(local, full)
                 if canonical(node.module + ".x").startswith(STAR_QUALIFIED):

@@ -815,32 +815,36 @@ OUTPUT_HEADS = {
         "keras.layers.Activation('softmax', name='head')(keras.layers.Dense(10)(hidden))"),
     "builder's return": ("make_head(hidden, None)", "make_head(hidden, 'softmax')"),
 }
-# code -> (the loss that does not fit the head, the head that makes it a mistake: 0 logits, 1 squashed)
-OUTPUT_LOSSES = {"CL012": ("'categorical_crossentropy'", 0),
-                 "CL010": ("keras.losses.CategoricalCrossentropy(from_logits=True)", 1)}
+# code -> (the loss that does not fit the head, the head that makes it a mistake: 0 logits, 1
+# squashed, the text on the finding's line). A loss function's `y_pred` is its own output's.
+OUTPUT_LOSSES = {"CL012": ("'categorical_crossentropy'", 0, "'categorical_crossentropy'"),
+                 "CL010": ("keras.losses.CategoricalCrossentropy(from_logits=True)", 1, "from_logits=True"),
+                 "CL004": ("xent", 1, "tf.math.log(y_pred)")}
 
 
 def build_output_loss(head: str, match: str, code: str) -> Program:
-    wrong, which = OUTPUT_LOSSES[code]
+    wrong, which, marked = OUTPUT_LOSSES[code]
     heads = OUTPUT_HEADS[head]
-    text, line = _render_outputs(heads[which], match, wrong)
-    twin, _ = _render_outputs(heads[1 - which], match, wrong)
+    text, line = _render_outputs(heads[which], match, wrong, marked)
+    twin, _ = _render_outputs(heads[1 - which], match, wrong, marked)
     return Program(f"{head} output", (match,), f"compile {code}", text, (twin,), line, code)
 
 
-def _render_outputs(head: str, match: str, wrong: str) -> Tuple[str, int]:
+def _render_outputs(head: str, match: str, wrong: str, marked: str) -> Tuple[str, int]:
     losses, outputs = OUTPUT_MATCHES[match]
     loss, *loss_lines = losses.format(wrong=wrong, other="'mse'").split("\n")
     value, *head_lines = head.split("\n")
     lines = HEADER.splitlines() + ["BOX, HEAD = 'box', 'head'", "def make_head(h, activation):",
                                    "    return keras.layers.Dense(10, activation=activation, name='head')(h)", "",
+                                   "def xent(y_true, y_pred):",
+                                   "    return -tf.reduce_sum(y_true * tf.math.log(y_pred), axis=-1)", "",
                                    "features = keras.Input((8,))",
                                    "hidden = keras.layers.Dense(32, activation='relu')(features)", *head_lines,
                                    f"head = {value}", "box = keras.layers.Dense(4, name='box')(hidden)",
                                    f"model = keras.Model(features, {outputs})", *loss_lines,
                                    f"model.compile(optimizer='adam', loss={loss})", "model.fit(x, y)"]
-    # the finding is where the wrong loss is written: the compile, or the dict given to it
-    return "\n".join(lines) + "\n", max(number for number, line in enumerate(lines, 1) if wrong in line)
+    # the finding is where the wrong loss is written (the compile, or the dict given to it), or its log
+    return "\n".join(lines) + "\n", max(number for number, line in enumerate(lines, 1) if marked in line)
 
 
 # --- hand-written formulas: an `exp`, a difference or a `log` carried to the formula it breaks ------

@@ -324,18 +324,27 @@ class Probabilities:
         """`y_pred` of a loss function (or method) a model is compiled with (`compiled`): what
         the compiled model outputs (`binding`, a parameter of `function`). Keras calls the loss
         itself, so no call site passes it."""
-        for compiled in self._compiled_with(function, binding):
-            found = self._model(compiled.model, seen, padded)
+        for compiled, output in self._compiled_with(function, binding):
+            found = self._model(compiled.model, seen, padded) if output is None \
+                else self.probability(output, seen, padded)
             if found is not None:
                 return found._replace(via=(self.flow.describe_call(compiled.call),) + found.via)
         return None
 
-    def _compiled_with(self, function: cst.FunctionDef, binding: Binding) -> List[Compiled]:
-        """The compiles whose loss is `function`, when `binding` is its `y_pred` (second) parameter."""
+    def _compiled_with(self, function: cst.FunctionDef,
+                       binding: Binding) -> List[Tuple[Compiled, Optional[cst.BaseExpression]]]:
+        """The compiles whose loss is `function`, when `binding` is its `y_pred` (second)
+        parameter, each with the output it is the loss of (None: the model's)."""
         params = self.flow.passed_params(function)
         if len(params) < 2 or params[1].name.value != binding.name:
             return []
-        return [c for c in self.compiled() if self._loss_function(c.loss) is function]
+        return [(c, output) for c in self.compiled() for loss, output in self._losses(c)
+                if self._loss_function(loss) is function]
+
+    def _losses(self, compiled: Compiled) -> List[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+        """Each loss of a compile with the output it applies to: one per output (`output_losses`),
+        else the loss given, for the model's output (None)."""
+        return [(loss, output) for loss, output in self.output_losses(compiled)] or [(compiled.loss, None)]
 
     def _from_origins(self, expr, seen, padded) -> Optional[Source]:
         """The first probability among where the value of `expr` comes from (`carriers`); each
@@ -396,7 +405,8 @@ class Probabilities:
         if isinstance(value, cst.Name):
             binding = self.flow.binding_of(value)
             if binding is not None and binding.kind == "param" and isinstance(binding.owner, cst.FunctionDef):
-                made = (self.model_logits(c.model) for c in self._compiled_with(binding.owner, binding))
+                made = (self.model_logits(c.model) if output is None else self.logits(output)
+                        for c, output in self._compiled_with(binding.owner, binding))
                 return next(filter(None, made), None)
             return None
         if not isinstance(value, cst.Call):
@@ -531,7 +541,8 @@ class Probabilities:
 
     def loss_functions(self) -> List[Function]:
         """The functions (or lambdas) models are compiled with as their loss (`_loss_function`)."""
-        return [f for f in (self._loss_function(compiled.loss) for compiled in self.compiled()) if f is not None]
+        return [f for f in (self._loss_function(loss) for compiled in self.compiled()
+                            for loss, _ in self._losses(compiled)) if f is not None]
 
     def _loss_function(self, loss: cst.BaseExpression) -> Optional[Function]:
         """What the `loss=` of a compile runs: a function named, returned by a factory (a closure,

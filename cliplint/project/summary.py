@@ -17,6 +17,7 @@ import json
 from typing import Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from ..catalogue import TOKENS
+from ..facts import import_aliases
 from .resolve import import_map
 
 # What makes a definition worth following: a rule's token, or a word the models start from.
@@ -191,18 +192,12 @@ def _dunder_all(body: Sequence[ast.stmt]) -> Optional[List[str]]:
 
 
 def _library_aliases(imports: Sequence[ast.stmt], listed: Optional[List[str]], project: Set[str]) -> Dict[str, str]:
-    """local name -> dotted name, for what the module's top-level imports of libraries bind (as
-    `names.ImportTable` reads them) and a star import of the module binds in its importer too
-    (`from utils import *` where utils has `import tensorflow as tf`): those in `__all__`, else
-    those not starting with `_`."""
-    aliases: Dict[str, str] = {}
-    for statement in imports:
-        for alias in statement.names:  # type: ignore[attr-defined]
-            if isinstance(statement, ast.Import):
-                head = alias.name.split(".")[0]
-                aliases[alias.asname or head] = alias.name if alias.asname else head
-            elif statement.module and not statement.level and alias.name != "*":  # type: ignore[attr-defined]
-                aliases[alias.asname or alias.name] = f"{statement.module}.{alias.name}"  # type: ignore[attr-defined]
+    """local name -> dotted name, for what the module's top-level imports of libraries bind
+    (`facts.import_aliases`) and a star import of the module binds in its importer too (`from
+    utils import *` where utils has `import tensorflow as tf`): those in `__all__`, else those not
+    starting with `_`."""
+    aliases = {local: full for statement in imports if isinstance(statement, (ast.Import, ast.ImportFrom))
+               for local, full in import_aliases(statement).items()}
     return {local: full for local, full in aliases.items() if local not in project
             and (local in listed if listed is not None else not local.startswith("_"))}
 
