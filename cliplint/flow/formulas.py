@@ -108,8 +108,9 @@ def number(flow: Dataflow, expr) -> Number:
 
 def exp_of(flow: Dataflow, expr: Optional[cst.BaseExpression], factors: bool = True,
            depth: int = 0) -> Optional[cst.Call]:
-    """The `exp(...)` call `expr` holds, through every carrier (`carriers.trace`), or holds as a
-    factor (`exp(x) * mask`) unless `factors` is False."""
+    """The `exp(...)` call `expr` holds, through every carrier (`carriers.trace`) and every shape
+    change (`squeeze(exp(s), -1)` overflows where `exp(s)` does), or holds as a factor
+    (`exp(x) * mask`) unless `factors` is False."""
     def classify(value: cst.BaseExpression) -> Optional[cst.Call]:
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in EXP and value.args:
             return value
@@ -117,7 +118,12 @@ def exp_of(flow: Dataflow, expr: Optional[cst.BaseExpression], factors: bool = T
                 and isinstance(value.operator, cst.Multiply):
             return exp_of(flow, value.left, factors, depth + 1) or exp_of(flow, value.right, factors, depth + 1)
         return None
-    return trace(flow, expr, classify)
+
+    def reshaped(value: cst.BaseExpression) -> List[cst.BaseExpression]:
+        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
+            return [value.args[0].value]
+        return []
+    return trace(flow, expr, classify, reshaped)
 
 
 def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.Call]:

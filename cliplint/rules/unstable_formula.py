@@ -109,6 +109,10 @@ class UnstableFormula(Rule):
         "ssp = tf.math.log(0.5 * tf.exp(-tf.nn.relu(x)) + 0.5)\n",
         # the stable standard deviation, and an epsilon inside the sqrt of a variance
         "import tensorflow as tf\nstd = tf.exp(0.5 * log_var)\nstd2 = tf.sqrt(var + 1e-6)\n",
+        # the same layer with the max subtracted first
+        "from keras import backend as K\ndef call(x, u):\n    ait = K.squeeze(K.dot(x, u), -1)\n"
+        "    ait = K.exp(ait - K.max(ait, axis=1, keepdims=True))\n"
+        "    ait /= K.sum(ait, axis=1, keepdims=True) + K.epsilon()\n    return ait\n",
         # NumPy and PyTorch
         "import numpy as np\nimport torch\np = np.exp(x) / np.sum(np.exp(x))\n"
         "q = torch.exp(y) / torch.sum(torch.exp(y))\n"
@@ -152,6 +156,13 @@ class UnstableFormula(Rule):
         Invalid("import tensorflow as tf\ndef normalise(w, axis):\n"
                 "    return w / tf.reduce_sum(w, axis, keepdims=True)\n"
                 "def attend(s):\n    return normalise(tf.exp(s), -1)\n", 3),
+        # a Keras attention layer's weights, squeezed, masked and divided in place
+        Invalid("from keras import backend as K\ndef call(x, w, u, mask=None):\n"
+                "    uit = K.tanh(K.dot(x, w))\n    ait = K.squeeze(K.dot(uit, u), -1)\n    ait = K.exp(ait)\n"
+                "    if mask is not None:\n        ait *= K.cast(mask, K.floatx())\n"
+                "    ait /= K.cast(K.sum(ait, axis=1, keepdims=True) + K.epsilon(), K.floatx())\n"
+                "    return ait\n", 8, None, "error"),
+        Invalid("import tensorflow as tf\ne = tf.expand_dims(tf.exp(s), -1)\np = e / tf.reduce_sum(e, axis=1)\n", 3),
         # masked: the mask does not bound the exp
         Invalid("import tensorflow as tf\ne = tf.exp(scores) * mask\n"
                 "a = e / (tf.reduce_sum(e, axis=1, keepdims=True) + 1e-9)\n",
@@ -162,7 +173,7 @@ class UnstableFormula(Rule):
         return facts.refers_to(EXP)  # every formula overflows through an `exp` call
 
     def check(self, ctx: Context) -> Iterator[Report]:
-        for node in ctx.nodes(cst.BinaryOperation, cst.Call):
+        for node in (*ctx.nodes(cst.BinaryOperation, cst.Call), *ctx.nodes(cst.AugAssign)):
             found = self._formula(ctx, node)
             if found is None:
                 continue
@@ -185,6 +196,8 @@ class UnstableFormula(Rule):
     def _formula(self, ctx: Context, node) -> Optional[Tuple[str, cst.Call]]:
         """(kind, the exp call that overflows) when `node` is one of the formulas."""
         flow = ctx.flow
+        if isinstance(node, cst.AugAssign):  # `a /= reduce_sum(a)`: a division written in place
+            return self._softmax(ctx, node.target, node.value) if isinstance(node.operator, cst.DivideAssign) else None
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.operator, cst.Divide):
                 return self._softmax(ctx, node.left, node.right)
@@ -246,7 +259,8 @@ class UnstableFormula(Rule):
         else:
             held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
             exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
-        return FORMULAS[kind](ctx.flow.snippet(node), tuple(inputs), tuple(exp_inputs))
+        shown = cst.BinaryOperation(node.target, cst.Divide(), node.value) if isinstance(node, cst.AugAssign) else node
+        return FORMULAS[kind](ctx.flow.snippet(shown), tuple(inputs), tuple(exp_inputs))
 
     @staticmethod
     def _variable(ctx: Context, argument: cst.BaseExpression) -> cst.BaseExpression:
@@ -260,7 +274,8 @@ class UnstableFormula(Rule):
         return argument
 
     def _fix(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> Optional[Fix]:
-        if not ctx.encloses(node, exp_call) or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
+        if isinstance(node, cst.AugAssign) or not ctx.encloses(node, exp_call) \
+                or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
             return None
         x = exp_call.args[0].value
         func = exp_call.func if kind == SqrtExp.kind else spelled(ctx.imports, STABLE[kind][0])

@@ -74,7 +74,8 @@ _KERAS = """
     ops.divide ops.exp ops.log ops.log_sigmoid ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum
     ops.multiply ops.sigmoid ops.softmax ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
     ops.where ops.log1p ops.softplus ops.logsumexp ops.norm ops.max ops.reciprocal ops.power
-    backend.max backend.pow
+    backend.max backend.pow backend.cast backend.floatx backend.squeeze backend.expand_dims backend.reshape
+    backend.dot backend.tanh
     optimizers.Adadelta optimizers.Adafactor optimizers.Adagrad optimizers.Adam optimizers.AdamW
     optimizers.Adamax optimizers.Ftrl optimizers.Lamb optimizers.Lion optimizers.Muon optimizers.Nadam
     optimizers.RMSprop optimizers.SGD
