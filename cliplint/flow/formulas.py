@@ -119,11 +119,7 @@ def exp_of(flow: Dataflow, expr: Optional[cst.BaseExpression], factors: bool = T
             return exp_of(flow, value.left, factors, depth + 1) or exp_of(flow, value.right, factors, depth + 1)
         return None
 
-    def reshaped(value: cst.BaseExpression) -> List[cst.BaseExpression]:
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES and value.args:
-            return [value.args[0].value]
-        return []
-    return trace(flow, expr, classify, reshaped)
+    return trace(flow, expr, classify, lambda value: _input_of(flow, value, SHAPE_CHANGES))
 
 
 def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.Call]:
@@ -144,10 +140,16 @@ def summed(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.C
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
                 and (constant(flow, value.right) is not UNKNOWN or says_small(value.right)):
             return [value.left]
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in SHAPE_CHANGES | GATHERS and value.args:
-            return [value.args[0].value]
-        return []
+        return _input_of(flow, value, SHAPE_CHANGES | GATHERS)
     return trace(flow, expr, classify, keeps_the_sum)
+
+
+def _input_of(flow: Dataflow, value: cst.BaseExpression, calls: FrozenSet[str]) -> List[cst.BaseExpression]:
+    """The first argument of `value` when it is a call of one of `calls` (a reshape, a gather:
+    the hop a walk takes through what keeps the value it looks for)."""
+    if isinstance(value, cst.Call) and flow.ctx.call_name(value) in calls and value.args:
+        return [value.args[0].value]
+    return []
 
 
 def summed_values(flow: Dataflow, value: cst.BaseExpression,
@@ -301,10 +303,9 @@ def _is_max(flow: Dataflow, expr) -> bool:
         return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in MAXIMA | SEGMENT_MAXIMA else None
 
     def through(value: cst.BaseExpression) -> List[cst.BaseExpression]:
-        if isinstance(value, cst.Call) and flow.ctx.call_name(value) in NOT_DIFFERENTIATED | SHAPE_CHANGES | GATHERS \
-                and value.args:
-            return [value.args[0].value]
-        return [value.value] if isinstance(value, cst.Subscript) else []
+        if isinstance(value, cst.Subscript):
+            return [value.value]
+        return _input_of(flow, value, NOT_DIFFERENTIATED | SHAPE_CHANGES | GATHERS)
     return trace(flow, expr, classify, through) is not None
 
 
