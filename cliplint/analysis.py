@@ -290,6 +290,9 @@ def _reports(ctx: "Context", rules: Sequence[Checker], lines: Optional[List[int]
         except Exception as err:  # one broken rule must not erase the others' findings
             crashed.append(bad_input(
                 ctx.path, f"internal error in rule {rule.code} ({rule.name}): {type(err).__name__}: {err}"))
+    for _, report in reports:  # a report on the `x op y` the dataflow made of `x op= y`: the statement's
+        if isinstance(report.node, cst.CSTNode):
+            report.node = ctx.flow.written_as.get(report.node, report.node)
     for rule in dict.fromkeys(rule for rule, report in reports if report.node not in ctx.own):  # a linked module's
         crashed.append(bad_input(ctx.path, f"internal error in rule {rule.code} ({rule.name}): "
                                            "it reported outside the file; those findings were dropped"))

@@ -456,10 +456,12 @@ def build(source: str, carriers: Sequence[str], sink: str) -> Program:
     return Program(source, tuple(carriers), sink, text, tuple(twins), line, code)
 
 
-def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[str] = ()) -> Tuple[str, int]:
-    """The module, inside a training function, and the line of its sink."""
+def _render(value: str, carriers: Sequence[str], sink: str, prelude: Sequence[str] = (),
+            opening: Sequence[str] = ()) -> Tuple[str, int]:
+    """The module, inside a training function (whose first statements are `opening`), and the
+    line of its sink."""
     definitions: List[str] = list(prelude)
-    body: List[str] = []
+    body: List[str] = list(opening)
     for depth, name in enumerate(carriers):
         added, value = {**CARRIERS, **MODEL_HOPS}[name](value, depth)
         # A definition that reads only the logits sits at module level; one that reads what an
@@ -884,11 +886,17 @@ SANITISED_SINKS = {
 }
 
 
+# The sanitiser written in place, before the value is made: a twin for each formula of an exp.
+IN_PLACE_SHIFT = ["logits -= tf.reduce_max(logits, axis=-1, keepdims=True)"]
+
+
 def build_formula(formula: str, carriers: Sequence[str]) -> Program:
     code, value, stable, sink = FORMULAS[formula]
     text, line = _render(value, carriers, sink)
     twins = [_render(stable, carriers, sink)[0]]
     twins += [_render(value, carriers, sanitised)[0] for sanitised in SANITISED_SINKS.get(formula, ())]
+    if value == "tf.exp(logits)":
+        twins.append(_render(value, carriers, sink, opening=IN_PLACE_SHIFT)[0])
     return Program(value, tuple(carriers), formula, text, tuple(twins), line, code)
 
 

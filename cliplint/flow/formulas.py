@@ -170,12 +170,13 @@ def bounded_above(flow: Dataflow, expr: cst.BaseExpression, depth: int = 0) -> b
     constant. A negated unknown (`-beta * energy`) is not bounded."""
     if depth > MAX_DEPTH:
         return False
-    if isinstance(expr, cst.Name) and _max_subtracted_in_place(flow, expr):
-        return True
     if isinstance(expr, cst.Name):
         reaching = flow.reaching(expr)
         if len(reaching) > 1:  # the join of the branches: bounded on every path (`if normalize: x = x - max`)
             return all(_bound_on_path(flow, binding, depth + 1) for binding in reaching)
+        if reaching and reaching[0].kind == "param":  # bounded by every call: `Policy(logits - max)`
+            passed = flow.passed(reaching[0])
+            return bool(passed) and all(bounded_above(flow, argument, depth + 1) for _, argument in passed)
     value = flow.value_of(expr)
     known = number(flow, value)
     if known is not UNKNOWN:
@@ -226,17 +227,6 @@ def _small(flow: Dataflow, expr, depth: int) -> bool:
     if isinstance(value, cst.Name):
         return value.value in LABEL_NAMES
     return isinstance(value, cst.Call) and flow.ctx.call_name(value) in BOUNDED and depth <= MAX_DEPTH
-
-
-def _max_subtracted_in_place(flow: Dataflow, use: cst.Name) -> bool:
-    """`x -= tf.reduce_max(x, ...)` before `use` of `x`, in the same scope."""
-    ctx, scope = flow.ctx, flow.scope_of(use)
-    for aug in ctx.nodes(cst.AugAssign):
-        if isinstance(aug.target, cst.Name) and aug.target.value == use.value \
-                and isinstance(aug.operator, cst.SubtractAssign) and ctx.pre[aug] < ctx.pre[use] \
-                and flow.scope_of(aug) is scope and _is_max(flow, aug.value):
-            return True
-    return False
 
 
 def _scaled_bounded(flow: Dataflow, left, right, multiply: bool, depth: int) -> bool:

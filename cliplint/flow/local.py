@@ -52,6 +52,7 @@ class Dataflow(CallSummaries, FlagDefaults):
         self._names: Optional[Dict[str, List[cst.Name]]] = None
         self._class_members: Dict[cst.ClassDef, Dict[str, List[Binding]]] = {}
         self._holders: Set[Tuple[cst.CSTNode, str]] = set()  # instances whose class is being found
+        self.written_as: Dict[cst.CSTNode, cst.CSTNode] = {}  # `x op y` made for `x op= y` -> the statement
         self._collect()
 
     # --- bindings -------------------------------------------------------------------------
@@ -95,6 +96,9 @@ class Dataflow(CallSummaries, FlagDefaults):
         for annotated in ctx.nodes(cst.AnnAssign):
             if annotated.value is not None:
                 self._bind_target(annotated.target, "assign", annotated.value, annotated, ctx.post[annotated])
+        for aug in ctx.nodes(cst.AugAssign):  # `x op= y` binds x to `x op y`
+            if isinstance(aug.target, (cst.Name, cst.Attribute)):
+                self._bind_target(aug.target, "assign", self._written_out(aug), aug, ctx.post[aug])
         for named in ctx.nodes(cst.NamedExpr):  # `(p := softmax(x))` binds p in the enclosing function
             self._bind_target(named.target, "assign", named.value, named, ctx.post[named])
         for loop in ctx.nodes(cst.For):
@@ -120,6 +124,18 @@ class Dataflow(CallSummaries, FlagDefaults):
             for target in node.targets:
                 if isinstance(target.target, cst.Subscript):
                     self._add_element(target.target.value, node.value, node)
+
+    def _written_out(self, aug: cst.AugAssign) -> cst.BinaryOperation:
+        """`x op y` for `x op= y`, over the statement's own target and value, so that every model
+        reads an update in place as the binary operation it is. The new node is numbered and
+        parented as the statement (positions, scopes and `encloses` work on it); a finding on it
+        is placed on the statement (`written_as`)."""
+        operator = getattr(cst, type(aug.operator).__name__[:-len("Assign")])()
+        value = cst.BinaryOperation(aug.target, operator, aug.value)
+        ctx = self.ctx
+        ctx.parent[value], ctx.pre[value], ctx.post[value] = aug, ctx.pre[aug], ctx.post[aug]
+        self.written_as[value] = aug
+        return value
 
     def _add_element(self, container: cst.BaseExpression, value: cst.BaseExpression, owner: cst.CSTNode) -> None:
         """An element added to the list or dict a name or `self` attribute holds (kind "append")."""

@@ -173,7 +173,8 @@ class UnstableFormula(Rule):
         return facts.refers_to(EXP)  # every formula overflows through an `exp` call
 
     def check(self, ctx: Context) -> Iterator[Report]:
-        for node in (*ctx.nodes(cst.BinaryOperation, cst.Call), *ctx.nodes(cst.AugAssign)):
+        # `ctx.flow.written_as`: the `a / d` an update in place (`a /= d`) is, made by the dataflow
+        for node in (*ctx.nodes(cst.BinaryOperation, cst.Call), *ctx.flow.written_as):
             found = self._formula(ctx, node)
             if found is None:
                 continue
@@ -196,8 +197,6 @@ class UnstableFormula(Rule):
     def _formula(self, ctx: Context, node) -> Optional[Tuple[str, cst.Call]]:
         """(kind, the exp call that overflows) when `node` is one of the formulas."""
         flow = ctx.flow
-        if isinstance(node, cst.AugAssign):  # `a /= reduce_sum(a)`: a division written in place
-            return self._softmax(ctx, node.target, node.value) if isinstance(node.operator, cst.DivideAssign) else None
         if isinstance(node, cst.BinaryOperation):
             if isinstance(node.operator, cst.Divide):
                 return self._softmax(ctx, node.left, node.right)
@@ -259,8 +258,7 @@ class UnstableFormula(Rule):
         else:
             held = [n for n in _names_in(node) if exp_of(ctx.flow, n) is exp_call]
             exp_inputs.extend(ctx.flow.snippet(n) for n in held[:1])
-        shown = cst.BinaryOperation(node.target, cst.Divide(), node.value) if isinstance(node, cst.AugAssign) else node
-        return FORMULAS[kind](ctx.flow.snippet(shown), tuple(inputs), tuple(exp_inputs))
+        return FORMULAS[kind](ctx.flow.snippet(node), tuple(inputs), tuple(exp_inputs))
 
     @staticmethod
     def _variable(ctx: Context, argument: cst.BaseExpression) -> cst.BaseExpression:
@@ -274,7 +272,7 @@ class UnstableFormula(Rule):
         return argument
 
     def _fix(self, ctx: Context, node, kind: str, exp_call: cst.Call) -> Optional[Fix]:
-        if isinstance(node, cst.AugAssign) or not ctx.encloses(node, exp_call) \
+        if node in ctx.flow.written_as or not ctx.encloses(node, exp_call) \
                 or any(a.star for a in exp_call.args) or len(exp_call.args) != 1:
             return None
         x = exp_call.args[0].value
