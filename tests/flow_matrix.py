@@ -867,6 +867,9 @@ FORMULAS = {
     # a product is zero wherever its difference is (a masked reconstruction error)
     "norm of a masked difference": ("CL014", "tf.multiply(logits - features, labels)", "tf.multiply(logits, labels)",
                                     "tf.norm({value}, axis=-1)"),
+    # a distance between points written term by term (`sqrt(dx ** 2 + dy ** 2)`)
+    "squares added of a difference": ("CL014", "(logits - features)", "logits",
+                                      "tf.sqrt(tf.square({value}[:, 0]) + {value}[:, 1] ** 2)"),
     "where over a log": ("CL015", "tf.math.log(logits)", "tf.math.log(tf.where(logits > 0, logits, 1.0))",
                          "tf.where(logits > 0, {value}, tf.zeros_like(logits))"),
 }
@@ -883,6 +886,7 @@ SANITISED_SINKS = {
     # a norm raised to a power above 1 has gradient 0 at zero (measured, TF 2.21)
     "norm of a difference": ("tf.square(tf.norm({value}, axis=-1))", "tf.norm({value}, axis=-1) ** 2"),
     "norm of a masked difference": ("tf.square(tf.norm({value}, axis=-1))",),
+    "squares added of a difference": ("tf.sqrt(tf.square({value}[:, 0]) + {value}[:, 1] ** 2 + 1e-12)",),
 }
 
 

@@ -304,8 +304,8 @@ def _same(flow: Dataflow, a, b) -> bool:
 
 
 def difference(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
-    """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier and through
-    products (`(a - b) * mask` is zero where `a - b` is), else None."""
+    """The `a - b` (or `tf.subtract(a, b)`) `expr` holds, through every carrier, through products
+    (`(a - b) * mask` is zero where `a - b` is) and slices (`d[:, 0]` of a difference `d`), else None."""
     def classify(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Subtract):
             return value
@@ -318,7 +318,7 @@ def difference(flow: Dataflow, expr: Optional[cst.BaseExpression]) -> Optional[c
             return [value.left, value.right]
         if isinstance(value, cst.Call) and flow.ctx.call_name(value) in MULTIPLIES:
             return [a for a in (arg(value, 0, "x"), arg(value, 1, "y")) if a is not None]
-        return []
+        return [value.value] if isinstance(value, cst.Subscript) else []
     return trace(flow, expr, classify, factors)
 
 
@@ -326,6 +326,17 @@ def operands(diff) -> tuple:
     if isinstance(diff, cst.BinaryOperation):
         return diff.left, diff.right
     return arg(diff, 0, "x"), arg(diff, 1, "y")
+
+
+def centring(flow: Dataflow, diff) -> bool:
+    """Is the difference `diff` a value less a mean (`x - reduce_mean(x)`, `inputs -
+    reshape(mu)`): a statistic taken out, whose zero is where a value is its mean, not where two
+    points coincide?"""
+    def mean(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        return value if isinstance(value, cst.Call) and flow.ctx.call_name(value) in MEANS else None
+    subtracted = operands(diff)[1]
+    return subtracted is not None and \
+        trace(flow, subtracted, mean, lambda value: _input_of(flow, value, SHAPE_CHANGES)) is not None
 
 
 def pairwise(flow: Dataflow, diff) -> Optional[cst.BaseExpression]:

@@ -15,6 +15,7 @@ from ..flow.formulas import (
     SQRTS,
     SQUARES,
     TRAINING_WORDS,
+    centring,
     difference,
     discarded,
     in_optimizer,
@@ -28,7 +29,7 @@ from ..flow.formulas import (
     summed_values,
     weight,
 )
-from ..flow.nodes import arg, walk
+from ..flow.nodes import MAX_DEPTH, arg, walk
 from ..names import DIVIDES, MATMULS, MAXIMUMS, MEANS, MULTIPLIES, POWERS, SUMS, ZEROS_LIKE
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
@@ -141,8 +142,24 @@ class NanGradientAtZero(Rule):
         "    return tf.reduce_sum(a * b, -1) / (tf.norm(a, axis=-1) * tf.norm(b, axis=-1) + 1e-8)\n"
         "def unit(v):\n    return v / tf.sqrt(tf.reduce_sum(tf.square(v), -1, keepdims=True) + 1e-12)\n"
         "def scaled(x, y):\n    return x / tf.norm(y)\n",
+        # a magnitude written term by term, not divided by; a distance of points with its epsilon
+        "import tensorflow as tf\ndef magnitude(real, imag):\n"
+        "    return tf.tanh(tf.sqrt(tf.square(real) + tf.square(imag)))\n"
+        "def distance(p, q):\n    dx, dy = p[:, 0] - q[:, 0], p[:, 1] - q[:, 1]\n"
+        "    return tf.sqrt(dx ** 2 + dy ** 2 + 1e-12)\n",
+        # the magnitude of values less their mean (a complex batch norm's parts): not two points
+        "import tensorflow as tf\ndef centred_magnitude(x):\n    c = x - tf.reshape(tf.reduce_mean(x, 0), (1, -1))\n"
+        "    return tf.sqrt(tf.square(c[:, 0]) + tf.square(c[:, 1]))\n",
     ]
     INVALID = [
+        # a complex number's phase: divided by its magnitude written term by term
+        Invalid("import tensorflow as tf\ndef mask_processing(real, imag):\n"
+                "    unit_real = tf.divide(real, tf.sqrt(tf.square(real) + tf.square(imag)))\n"
+                "    return unit_real\n", 3, "norm of what it divides"),
+        # a distance between points written term by term
+        Invalid("import tensorflow as tf\ndef keypoint_loss(pred, target):\n"
+                "    dx = pred[:, 0] - target[:, 0]\n    dy = pred[:, 1] - target[:, 1]\n"
+                "    return tf.reduce_mean(tf.sqrt(dx ** 2 + dy ** 2))\n", 5, "sum of squares of a difference"),
         Invalid("import tensorflow as tf\ndef distances(r):\n"
                 "    return tf.norm(r[:, None, :] - r[None, :, :], axis=-1)\n", 3, "diagonal", "error"),
         Invalid("import tensorflow as tf\ndef triplet(anchor, positive):\n    diff = anchor - positive\n"
@@ -225,7 +242,8 @@ class NanGradientAtZero(Rule):
             diff = difference(ctx.flow, arg(node, 0, "tensor"))
             return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
         if name in SQRTS:
-            diff, kind = self._summed_squares(ctx, arg(node, 0, "x")), "sqrt"
+            inside = arg(node, 0, "x")
+            diff, kind = self._summed_squares(ctx, inside) or _added_differences(ctx, inside), "sqrt"
             if diff is None and ctx.flow.trained_on(node):  # an RMSE that training minimises
                 diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "rmse"
             elif diff is None and ctx.flow.in_forward_pass(node):  # a standard deviation a layer computes
@@ -250,7 +268,8 @@ class NanGradientAtZero(Rule):
                 product = ctx.flow.value_of(inside) if inside is not None else None
                 sides = [product.left, product.right] if isinstance(product, cst.BinaryOperation) \
                     and isinstance(product.operator, cst.Multiply) else [inside]
-                squared = (self._summed_squares(ctx, side, differences=False) for side in sides)
+                squared = [t for side in sides for t in (
+                    self._summed_squares(ctx, side, differences=False), *_squares_added(ctx, side))]
                 return next((t for t in squared if t is not None
                              and any(same_value(ctx.flow, t, m) for m in made_of)), None)
             else:
@@ -339,7 +358,18 @@ class NanGradientAtZero(Rule):
     def _inputs(ctx: Context, node, kind: str, inner, base) -> list:
         """The snippets the probe binds to its stand-in, as the expression writes them: the set of a
         pairwise difference, both sides of a difference (the same point), the name holding the
-        difference, the factors of a cosine, or the normalised value."""
+        difference, the factors of a cosine, or the normalised value; and every component of a
+        sum of squares written term by term (`re` and `im` of `sqrt(re ** 2 + im ** 2)`)."""
+        found = NanGradientAtZero._singular(ctx, node, kind, inner, base)
+        components = [c for sqrt in walk(node) if isinstance(sqrt, cst.Call) and ctx.call_name(sqrt) in SQRTS
+                      for c in _squares_added(ctx, arg(sqrt, 0, "x"))
+                      if isinstance(c, (cst.Name, cst.Attribute)) and ctx.encloses(node, c)]
+        written = {snippet.code for snippet in found}
+        return found + [ctx.flow.snippet(c) for c in components if ctx.text(c) not in written]
+
+    @staticmethod
+    def _singular(ctx: Context, node, kind: str, inner, base) -> list:
+        """`_inputs` but the components."""
         factors = [f for f in NanGradientAtZero._factors(ctx, inner) if isinstance(f, (cst.Name, cst.Attribute))
                    and ctx.encloses(node, f)] if kind == "normalise" else []
         if factors:
@@ -405,6 +435,33 @@ def raised(ctx: Context, norm: cst.BaseExpression) -> bool:
 
 def _above_one(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
+
+
+def _squares_added(ctx: Context, expr: Optional[cst.BaseExpression]) -> List[cst.BaseExpression]:
+    """What each term of a sum of squares written term by term is the square of (`square(re) +
+    square(im)`, `dx ** 2 + dy ** 2`: a squared norm with no reduction, through every carrier);
+    [] unless every term of two or more is a square (`+ eps` is not)."""
+    terms: List[cst.BaseExpression] = []
+    pending = [expr] if expr is not None else []
+    while pending and len(terms) <= MAX_DEPTH:
+        value = ctx.flow.value_of(pending.pop())
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+            pending += [value.right, value.left]
+            continue
+        base = trace(ctx.flow, value, lambda v: _squared(ctx, v))
+        if base is None:
+            return []
+        terms.append(base)
+    return terms if len(terms) > 1 and not pending else []
+
+
+def _added_differences(ctx: Context, expr: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """The first difference of a sum of squares of differences written term by term (`sqrt((x1 -
+    x2) ** 2 + (y1 - y2) ** 2)`, a distance between points: zero where they coincide). Not of
+    values less their means (the real and imaginary parts out of a batch norm): a magnitude."""
+    differences = [difference(ctx.flow, base) for base in _squares_added(ctx, expr)]
+    points = differences and all(d is not None and not centring(ctx.flow, d) for d in differences)
+    return differences[0] if points else None
 
 
 def _squared(ctx: Context, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
