@@ -172,6 +172,22 @@ def test_a_tree_without_a_project_marker_finds_its_imports_in_the_folders_above(
     assert findings(result) == set()
 
 
+def test_a_checkout_that_is_a_package_is_run_from_its_folders(tmp_path, run_cli):
+    """An `__init__.py` at a checkout's root and in every folder: nobody imports it from above,
+    its scripts run where they are, so `from game.ai.models import build` in
+    `project/learner.py` is `project/game/ai/models.py`."""
+    # without the root's `__init__.py` the package is imported from the root: `game` is not there
+    for repo, found in (("repo", {("project/learner.py", 4, "CL010")}), ("plain", set())):
+        packages = ("project", "project/game", "project/game/ai") + (("",) if repo == "repo" else ())
+        for package in packages:
+            write(tmp_path, f"{repo}/{package}/__init__.py".replace("//", "/"), "")
+        write(tmp_path, f"{repo}/.git/HEAD", "")
+        write(tmp_path, f"{repo}/project/game/ai/models.py", BUILD)
+        write(tmp_path, f"{repo}/project/learner.py", COMPILE.format(module="game.ai.models"))
+        result = run_cli("--output-format", "json", "--no-cache", ".", cwd=tmp_path / repo)
+        assert findings(result) == found
+
+
 def test_a_cycle_of_re_exports_ends(tmp_path, run_cli):
     """a re-exports b's name and b re-exports a's: the name is nowhere, and the run ends."""
     write(tmp_path, "pyproject.toml", "")

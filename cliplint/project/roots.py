@@ -31,7 +31,9 @@ def source_roots(path: str, configured: Sequence[str] = ()) -> Tuple[str, ...]:
     pytest's "basedir", `agent/framework.py`'s `from agent.forward import ...`). A module with
     no project marker above it (a tree copied out of its checkout) has no known root: the folders
     above it, nearest first, are where `from rl.util import x` may start, as they would be for
-    whoever runs it from there."""
+    whoever runs it from there. In a checkout that is a package itself (an `__init__.py` at its
+    root, where nobody imports it from), a package's module is also a script's: its own folder
+    comes last (`from game.ai.utils import *` in `project/actor_learner.py`)."""
     return _roots(os.path.abspath(path), tuple(configured))  # memoised by where the file is, not how it is named
 
 
@@ -47,6 +49,8 @@ def _roots(path: str, configured: Tuple[str, ...]) -> Tuple[str, ...]:
         found.append(here)
     else:  # the folder holding its top package, where the scripts importing it run (pytest's basedir)
         found.append(_basedir(here))
+        if root is not None and os.path.isfile(os.path.join(root, "__init__.py")):
+            found.append(here)  # a checkout that is a package itself is run from its folders, not imported
     if root is None:
         found += _above(here)
     return tuple(dict.fromkeys(os.path.normpath(folder) for folder in found))
