@@ -45,7 +45,7 @@ TOKENS = {
     "CL011": ('exp',),
     "CL012": ('rossentropy',),
     "CL013": ('softmax', 'Softmax'),
-    "CL014": ('norm', 'sqrt'),
+    "CL014": ('norm', 'sqrt', 'std'),
     "CL015": ('where',),
 }
 # generated: end

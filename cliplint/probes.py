@@ -251,6 +251,7 @@ class Formula(Probe):
     pairwise: bool = False  # CL014: differences of one set with itself
     normalise: bool = False  # CL014: x / norm(x)
     at_one: bool = False  # CL015: acos/asin, singular at 1
+    constant: bool = False  # CL014: a standard deviation, singular where its input is constant
 
 
 UnstableSoftmax = variant(Formula, "UnstableSoftmax", "unstable-softmax", "CL011",

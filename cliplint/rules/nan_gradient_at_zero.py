@@ -38,6 +38,9 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
+# A standard deviation as a library computes it: the square root of a variance, no epsilon inside.
+STDS = frozenset({"tensorflow.math.reduce_std", "keras.backend.std", "keras.ops.std",
+                  "tensorflow.experimental.numpy.std"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints. Labels
 # and masks are not among them: `labels - pred` is a loss; a value made of them alone is data
 # (`formulas.DATA_WORDS`, which `only_from` asks of every name the value is computed from).
@@ -56,7 +59,7 @@ class NanGradientAtZero(Rule):
     name = "nan-gradient-at-zero"
     summary = "A Euclidean norm of a difference (or `x / norm(x)`) has a NaN gradient where its argument is zero."
     severity = "warning"
-    tokens = (b"norm", b"sqrt")
+    tokens = (b"norm", b"sqrt", b"std")
     context_tokens = tuple(word.encode() for word in TRAINING_WORDS)  # a module that trains: see never_differentiated
     why = """
         The gradient of `sqrt` at 0 is infinite, and the gradient of a Euclidean norm at the zero
@@ -64,7 +67,10 @@ class NanGradientAtZero(Rule):
         `[0., 0.]` have the value 0 and the gradient `[nan, nan]` (measured, TF 2.21). A norm of a
         difference `a - b` is zero whenever two points coincide; a pairwise distance of one set
         with itself (`r[:, None] - r[None, :]`) always has a zero diagonal, so every gradient is
-        NaN (an error). `x / tf.norm(x)` is NaN at `x = 0`. One NaN gradient makes every weight NaN
+        NaN (an error). `x / tf.norm(x)` is NaN at `x = 0`. A standard deviation is the norm of
+        `x - mean(x)`: `tf.math.reduce_std` or `K.std` in a layer or a loss has a NaN gradient where
+        its input is constant (`reduce_std([[1., 1., 1.]]) + 1e-5`: gradient `[[nan, nan, nan]]`,
+        measured), an epsilon added after it does not help. One NaN gradient makes every weight NaN
         at the next step, and clipping cannot repair it. Only values gradients flow through are
         reported: not an input pipeline's (`Dataset.map`, `tf.py_function`), not under
         `tf.stop_gradient`, not of what Keras' `predict` returns (NumPy arrays: a nearest-neighbour
@@ -147,6 +153,16 @@ class NanGradientAtZero(Rule):
         "    return tf.tanh(tf.sqrt(tf.square(real) + tf.square(imag)))\n"
         "def distance(p, q):\n    dx, dy = p[:, 0] - q[:, 0], p[:, 1] - q[:, 1]\n"
         "    return tf.sqrt(dx ** 2 + dy ** 2 + 1e-12)\n",
+        # a layer's moving statistic, only stored in a variable
+        "import tensorflow as tf\nclass Running(tf.keras.layers.Layer):\n    def call(self, x):\n"
+        "        new = tf.math.reduce_std(x - self.mean, axis=0)\n        new = 0.9 * new + 0.1 * self.var\n"
+        "        tf.keras.backend.update(self.var, new)\n        return x / self.var\n",
+        # a standard deviation of data, outside training; a layer's with the epsilon inside the square root
+        "import tensorflow as tf\nfeatures = tf.constant(table)\nz = (features - tf.reduce_mean(features, 0)) / "
+        "tf.math.reduce_std(features, 0)\n",
+        "import tensorflow as tf\nclass InstanceNorm(tf.keras.layers.Layer):\n    def call(self, x):\n"
+        "        std = tf.sqrt(tf.math.reduce_variance(x, [1, 2], keepdims=True) + 1e-5)\n"
+        "        return (x - tf.reduce_mean(x, [1, 2], keepdims=True)) / std\n",
         # the magnitude of values less their mean (a complex batch norm's parts): not two points
         "import tensorflow as tf\ndef centred_magnitude(x):\n    c = x - tf.reshape(tf.reduce_mean(x, 0), (1, -1))\n"
         "    return tf.sqrt(tf.square(c[:, 0]) + tf.square(c[:, 1]))\n",
@@ -208,13 +224,19 @@ class NanGradientAtZero(Rule):
                 "        return ops.sqrt(ops.maximum(variance, 0.0))\n", 7, "standard deviation"),
         Invalid("import tensorflow as tf\nrmse = tf.sqrt(tf.reduce_mean(tf.squared_difference(pred, labels)))\n"
                 "train_op = tf.train.AdamOptimizer(0.01).minimize(rmse + 0.01 * tf.nn.l2_loss(w))\n", 2),
+        # adaptive instance normalisation: a library standard deviation, the epsilon outside it
+        Invalid("from tensorflow import keras\nfrom tensorflow.keras import backend as K\n"
+                "class AdaIN(keras.layers.Layer):\n    def call(self, inputs):\n"
+                "        mean = K.mean(inputs[0], [1, 2], keepdims=True)\n"
+                "        stddev = K.std(inputs[0], [1, 2], keepdims=True) + 1e-3\n"
+                "        return (inputs[0] - mean) / stddev * inputs[2] + inputs[1]\n", 6, "standard deviation"),
         # a masked reconstruction error: the product is zero wherever the difference is
         Invalid("import tensorflow as tf\nloss = tf.norm(tf.multiply(ratings - decoded, mask))\n"
                 "train_op = tf.train.AdamOptimizer(0.01).minimize(loss)\n", 2),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
-        return facts.refers_to(NORMS | SQRTS)  # a norm, `sqrt`, or `x / norm(x)`
+        return facts.refers_to(NORMS | SQRTS | STDS)  # a norm, `sqrt`, `x / norm(x)`, a standard deviation
 
     def check(self, ctx: Context) -> Iterator[Report]:
         for node in ctx.nodes(cst.Call, cst.BinaryOperation):
@@ -225,7 +247,7 @@ class NanGradientAtZero(Rule):
             pair = base is not None
             probe = NormAtZero(ctx.flow.snippet(node), tuple(self._inputs(ctx, node, kind, inner, base)),
                                setup=self._setup(ctx, node) if kind == "normalise" else None,
-                               pairwise=pair, normalise=kind == "normalise")
+                               pairwise=pair, normalise=kind == "normalise", constant=kind == "library std")
             yield Report(node, self._message(kind, pair), severity="error" if pair else "warning", probe=probe)
 
     def _finding(self, ctx: Context, node):
@@ -241,6 +263,9 @@ class NanGradientAtZero(Rule):
         if name in NORMS and self._euclidean(ctx, node):
             diff = difference(ctx.flow, arg(node, 0, "tensor"))
             return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
+        if name in STDS and ctx.flow.in_forward_pass(node) and not _kept_as_state(ctx, node):
+            value = arg(node, 0, "input_tensor") or arg(node, 0, "x")
+            return ("library std", value, None) if value is not None else None
         if name in SQRTS:
             inside = arg(node, 0, "x")
             diff, kind = self._summed_squares(ctx, inside) or _added_differences(ctx, inside), "sqrt"
@@ -399,6 +424,12 @@ class NanGradientAtZero(Rule):
             return ("a division by the norm of what it divides (`x / norm(x)`, a cosine `a.b / (norm(a) * norm(b))`) "
                     "is NaN at zero, in value and gradient (measured: `[0, 0]` gives NaN). Use "
                     "`tf.math.l2_normalize(x, axis)` or `tf.math.divide_no_nan`.")
+        if kind == "library std":
+            return ("a standard deviation (`tf.math.reduce_std`, `K.std`) that training differentiates has a NaN "
+                    "gradient where its input is constant (a dead ReLU channel, a padded row; measured: "
+                    "`tf.math.reduce_std([[1., 1., 1.]]) + 1e-5` has gradient `[[nan, nan, nan]]`), whatever is "
+                    "added after it. Put the epsilon inside the square root: "
+                    "`tf.sqrt(tf.math.reduce_variance(x, axis) + 1e-5)`.")
         what = {"norm": "the norm", "rmse": "the root mean square (a loss training minimises)",
                 "std": "the standard deviation (the root mean square) in a layer's forward pass"}.get(
             kind, "the square root of the sum of squares")
@@ -435,6 +466,32 @@ def raised(ctx: Context, norm: cst.BaseExpression) -> bool:
 
 def _above_one(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
+
+
+# Calls that store a value in a variable: a moving statistic, which no gradient flows back through.
+STATE_UPDATES = frozenset({"update", "assign", "moving_average_update", "Variable"})
+
+
+def _kept_as_state(ctx: Context, node: cst.CSTNode, depth: int = 0) -> bool:
+    """Does the value `node` makes only reach variable updates (`K.update(self.var, v)`,
+    `self.var.assign(v)`), through the names it is assigned to: a layer's moving statistic?"""
+    statement = next((a for a in ctx.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name) or depth > MAX_DEPTH:
+        return False
+    uses = ctx.flow.uses_after(statement.targets[0].target.value, statement)
+    return bool(uses) and all(_stored(ctx, use) or _kept_as_state(ctx, use, depth + 1) for use in uses)
+
+
+def _stored(ctx: Context, use: cst.Name) -> bool:
+    """Is `use` an argument of a call that stores it in a variable (`STATE_UPDATES`)?"""
+    argument = ctx.parent.get(use)
+    call = ctx.parent.get(argument) if isinstance(argument, cst.Arg) else None
+    if not isinstance(call, cst.Call):
+        return False
+    func = call.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    return name in STATE_UPDATES
 
 
 def _squares_added(ctx: Context, expr: Optional[cst.BaseExpression]) -> List[cst.BaseExpression]:

@@ -39,7 +39,8 @@ _TENSORFLOW = """
     nn.softmax_cross_entropy_with_logits nn.sparse_softmax_cross_entropy_with_logits
     math.rsqrt math.pow pow math.reciprocal math.acos math.asin math.xlogy math.divide_no_nan
     math.softplus nn.softplus math.l2_normalize nn.l2_normalize math.truediv truediv math.reduce_max
-    math.squared_difference math.reduce_euclidean_norm nn.relu6 math.softsign
+    math.squared_difference math.reduce_euclidean_norm nn.relu6 math.softsign math.reduce_std
+    math.reduce_variance nn.moments
     equal not_equal greater greater_equal less less_equal math.equal math.not_equal math.greater
     math.greater_equal math.less math.less_equal
 """
@@ -65,14 +66,14 @@ _KERAS = """
     activations.linear activations.relu activations.sigmoid activations.softmax
     backend.abs backend.binary_crossentropy backend.categorical_crossentropy backend.clip backend.epsilon
     backend.exp backend.log backend.maximum backend.mean backend.minimum backend.sigmoid backend.softmax
-    backend.sqrt backend.square backend.stop_gradient backend.sum
+    backend.sqrt backend.square backend.std backend.stop_gradient backend.sum
     layers.Activation layers.Dense layers.Softmax
     losses.BinaryCrossentropy losses.CategoricalCrossentropy losses.MeanSquaredError
     losses.SparseCategoricalCrossentropy losses.binary_crossentropy losses.categorical_crossentropy
     losses.sparse_categorical_crossentropy
     ops.abs ops.add ops.binary_crossentropy ops.cast ops.categorical_crossentropy ops.clip ops.convert_to_tensor
     ops.divide ops.exp ops.log ops.log_sigmoid ops.log_softmax ops.matmul ops.maximum ops.mean ops.minimum
-    ops.multiply ops.sigmoid ops.softmax ops.sqrt ops.square ops.stop_gradient ops.subtract ops.sum
+    ops.multiply ops.sigmoid ops.softmax ops.sqrt ops.square ops.std ops.stop_gradient ops.subtract ops.sum
     ops.where ops.log1p ops.softplus ops.logsumexp ops.norm ops.max ops.reciprocal ops.power
     backend.max backend.pow backend.cast backend.floatx backend.squeeze backend.expand_dims backend.reshape
     backend.dot backend.tanh

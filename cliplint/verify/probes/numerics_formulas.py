@@ -39,6 +39,7 @@ STAND_INS = {
     WhereGradient.kind: ([[0.0, 2.0]], "the masked point 0 and 2", None, "the double where"),
 }
 OVERFLOWS = (UnstableSoftmax.kind, LogSumExp.kind, Softplus.kind, SqrtExp.kind)
+CONSTANT_MAP = [[[[0.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]]]]  # batch, height, width, channels
 PAIRWISE = [[0.0, 0.0], [1.0, 1.0]]  # one set of points: the diagonal of their differences is zero
 INPUT, EXP_INPUT = "probe_input", "probe_exp_input"
 
@@ -99,11 +100,15 @@ def _finite(value, grad) -> bool:
 def probe_formula(probe: dict) -> dict:
     """CL011, CL014, CL015: the user's expression on the stand-in input, value and gradient."""
     kind = probe["kind"]
+    values: list
     values, described, stable, stable_name = STAND_INS[kind]
     if probe.get("pairwise"):
         values, described = PAIRWISE, "two points, so the differences of the set with itself have a zero diagonal"
     if probe.get("at_one"):  # acos/asin: singular at 1
         values, described = [[1.0, 0.0]], "the masked point 1 and 0"
+    if probe.get("constant"):  # a feature map, so any axes a layer reduces over exist
+        values, described = CONSTANT_MAP, "a constant feature map (zeros, 1x2x2x2)"
+        stable, stable_name = lambda v: tf.sqrt(tf.math.reduce_variance(v) + 1e-5), "the epsilon inside the sqrt"
     if probe.get("normalise"):
         described, stable, stable_name = "a zero vector", lambda v: tf.math.l2_normalize(v, -1), "tf.math.l2_normalize"
     assumptions = [f"the input is {described}: {shown(values)} (float32)"]
