@@ -147,6 +147,9 @@ ABSOLUTES = frozenset({"tensorflow.abs", "tensorflow.math.abs", "keras.ops.abs",
                        "keras.backend.abs"})
 ZEROS_LIKE = frozenset({"tensorflow.zeros_like", "keras.ops.zeros_like", "keras.backend.zeros_like"})
 MEANS = frozenset({"tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean", "keras.backend.mean"})
+# A standard deviation as a library computes it: the square root of a variance, no epsilon inside.
+STDS = frozenset({"tensorflow.math.reduce_std", "keras.backend.std", "keras.ops.std",
+                  "tensorflow.experimental.numpy.std"})
 ACTIVATION_GETTERS = frozenset({"keras.activations.get", "keras.activations.deserialize"})
 # Functions that keep "this is (a piece of) a probability" true of their first argument.
 # The arithmetic functions (read as their operators by the models), powers and matrix products.

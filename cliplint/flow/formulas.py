@@ -454,6 +454,31 @@ def discarded(flow: Dataflow, node: cst.CSTNode) -> bool:
     return False
 
 
+# Calls that store a value in a variable (`K.update(self.var, v)`, `self.var.assign(v)`).
+STATE_UPDATES = frozenset({"update", "assign", "moving_average_update", "Variable"})
+
+
+def only_stored(flow: Dataflow, node: cst.CSTNode, depth: int = 0) -> bool:
+    """The value is only kept in a variable, through the names it is assigned to (a layer's
+    moving statistic, `K.update(self.var, 0.9 * new + 0.1 * self.var)`): no gradient flows back
+    through an update."""
+    statement = next((a for a in flow.ctx.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name) or depth > MAX_DEPTH:
+        return False
+    uses = flow.uses_after(statement.targets[0].target.value, statement)
+    return bool(uses) and all(_stored(flow, use) or only_stored(flow, use, depth + 1) for use in uses)
+
+
+def _stored(flow: Dataflow, use: cst.Name) -> bool:
+    """Is `use` an argument of a call that stores it in a variable (`STATE_UPDATES`)?"""
+    argument = flow.ctx.parent.get(use)
+    call = flow.ctx.parent.get(argument) if isinstance(argument, cst.Arg) else None
+    func = call.func if isinstance(call, cst.Call) else None
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+    return name in STATE_UPDATES
+
+
 def in_optimizer(flow: Dataflow, node: cst.CSTNode) -> bool:
     """Inside a class deriving from an optimizer (`tf.keras.optimizers.Optimizer`,
     `tf.train.Optimizer`, a base named `...Optimizer`): its values are updates made of gradients and weights, never

@@ -23,6 +23,7 @@ from ..flow.formulas import (
     mentions,
     never_differentiated,
     only_from,
+    only_stored,
     operands,
     pairwise,
     stopped,
@@ -30,7 +31,7 @@ from ..flow.formulas import (
     weight,
 )
 from ..flow.nodes import MAX_DEPTH, arg, walk
-from ..names import DIVIDES, MATMULS, MAXIMUMS, MEANS, MULTIPLIES, POWERS, SUMS, ZEROS_LIKE
+from ..names import DIVIDES, MATMULS, MAXIMUMS, MEANS, MULTIPLIES, POWERS, STDS, SUMS, ZEROS_LIKE
 from ..probes import NormAtZero, Snippet
 from . import Invalid, Rule
 
@@ -38,9 +39,6 @@ from . import Invalid, Rule
 ZERO_KEEPING = frozenset({"tensorflow.nn.relu", "keras.activations.relu", "keras.ops.relu", "tensorflow.abs",
                           "tensorflow.math.abs"})
 SQUARED_DIFFERENCES = frozenset({"tensorflow.math.squared_difference", "tensorflow.squared_difference"})
-# A standard deviation as a library computes it: the square root of a variance, no epsilon inside.
-STDS = frozenset({"tensorflow.math.reduce_std", "keras.backend.std", "keras.ops.std",
-                  "tensorflow.experimental.numpy.std"})
 # Names of values no gradient flows to, or norms taken for logging, clipping and constraints. Labels
 # and masks are not among them: `labels - pred` is a loss; a value made of them alone is data
 # (`formulas.DATA_WORDS`, which `only_from` asks of every name the value is computed from).
@@ -263,16 +261,16 @@ class NanGradientAtZero(Rule):
         if name in NORMS and self._euclidean(ctx, node):
             diff = difference(ctx.flow, arg(node, 0, "tensor"))
             return ("norm", diff, pairwise(ctx.flow, diff)) if diff is not None else None
-        if name in STDS and ctx.flow.in_forward_pass(node) and not _kept_as_state(ctx, node):
+        if name in STDS and ctx.flow.in_forward_pass(node):
             value = arg(node, 0, "input_tensor") or arg(node, 0, "x")
             return ("library std", value, None) if value is not None else None
         if name in SQRTS:
             inside = arg(node, 0, "x")
             diff, kind = self._summed_squares(ctx, inside) or _added_differences(ctx, inside), "sqrt"
             if diff is None and ctx.flow.trained_on(node):  # an RMSE that training minimises
-                diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "rmse"
+                diff, kind = self._summed_squares(ctx, inside, means=True), "rmse"
             elif diff is None and ctx.flow.in_forward_pass(node):  # a standard deviation a layer computes
-                diff, kind = self._summed_squares(ctx, arg(node, 0, "x"), means=True), "std"
+                diff, kind = self._summed_squares(ctx, inside, means=True), "std"
             return (kind, diff, pairwise(ctx.flow, diff)) if diff is not None else None
         return None
 
@@ -366,13 +364,13 @@ class NanGradientAtZero(Rule):
     @staticmethod
     def _excluded(ctx: Context, node, inner) -> bool:
         """No gradient flows here: an input pipeline, `stop_gradient`, gradients, weights, labels,
-        masks; or the norm is only logged or clipped. The names are a guess, which a value training
+        masks; or the norm is only logged, clipped or kept in a variable. The names are a guess, which a value training
         is shown to minimise (`Flow.trained_on`) overrides: `sqrt(mean(square(pred - labels)))` minimised."""
         guessed = mentions(inner, NOT_DIFFERENTIATED_WORDS) and not ctx.flow.trained_on(node)
         if in_pipeline(ctx.flow, node) or stopped(ctx.flow, node) or guessed \
                 or only_from(ctx.flow, inner, NOT_DIFFERENTIATED_WORDS | DATA_WORDS) \
-                or discarded(ctx.flow, node) or weight(ctx.flow, inner) or in_optimizer(ctx.flow, node) \
-                or never_differentiated(ctx.flow, node):
+                or discarded(ctx.flow, node) or only_stored(ctx.flow, node) or weight(ctx.flow, inner) \
+                or in_optimizer(ctx.flow, node) or never_differentiated(ctx.flow, node):
             return True
         for outer in ctx.ancestors(node):
             if isinstance(outer, cst.Call) and (ctx.call_name(outer) or "").startswith(LOGGING):
@@ -466,32 +464,6 @@ def raised(ctx: Context, norm: cst.BaseExpression) -> bool:
 
 def _above_one(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 1
-
-
-# Calls that store a value in a variable: a moving statistic, which no gradient flows back through.
-STATE_UPDATES = frozenset({"update", "assign", "moving_average_update", "Variable"})
-
-
-def _kept_as_state(ctx: Context, node: cst.CSTNode, depth: int = 0) -> bool:
-    """Does the value `node` makes only reach variable updates (`K.update(self.var, v)`,
-    `self.var.assign(v)`), through the names it is assigned to: a layer's moving statistic?"""
-    statement = next((a for a in ctx.ancestors(node) if isinstance(a, cst.BaseSmallStatement)), None)
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
-            or not isinstance(statement.targets[0].target, cst.Name) or depth > MAX_DEPTH:
-        return False
-    uses = ctx.flow.uses_after(statement.targets[0].target.value, statement)
-    return bool(uses) and all(_stored(ctx, use) or _kept_as_state(ctx, use, depth + 1) for use in uses)
-
-
-def _stored(ctx: Context, use: cst.Name) -> bool:
-    """Is `use` an argument of a call that stores it in a variable (`STATE_UPDATES`)?"""
-    argument = ctx.parent.get(use)
-    call = ctx.parent.get(argument) if isinstance(argument, cst.Arg) else None
-    if not isinstance(call, cst.Call):
-        return False
-    func = call.func
-    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
-    return name in STATE_UPDATES
 
 
 def _squares_added(ctx: Context, expr: Optional[cst.BaseExpression]) -> List[cst.BaseExpression]:
