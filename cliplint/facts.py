@@ -129,7 +129,8 @@ class Facts:
         self._chains: Set[str] = set()
         self._inner: Set[int] = set()  # ids of the Names/Attributes inside a chain already seen
         self._qualified: Optional[Set[str]] = None
-        self.nesting = nesting(tree, self._see)  # the nesting gate's measure, from the same walk
+        visitors = {kind: see.__get__(self) for kind, see in _SEE.items()}
+        self.nesting = nesting(tree, visitors)  # the nesting gate's measure, from the same walk
         self.callee_aliases = self._find_callee_aliases()
         self._add_aliased_calls()
         self.statement_lines = statement_lines(tree)
@@ -144,11 +145,6 @@ class Facts:
         return Facts(tree) if tree is not None else None  # else let the real parser report it
 
     # --- collection (one call per node of interest) ---------------------------------------
-
-    def _see(self, node: ast.AST) -> None:
-        see = _SEE.get(type(node))
-        if see is not None:
-            see(self, node)
 
     def _see_name(self, node: ast.Name) -> None:
         self.words.add(node.id)
