@@ -6,6 +6,10 @@ imported from `models.py`) cannot count there. This runs `cliplint .` in each cl
 at the rows' commit) and matches the rows the same way: a MISTAKE is found when a finding of its
 code is within 3 lines of it, a CORRECT row is a false positive when one is.
 
+Clones fetched from a mirror that lacks some large blobs stop their checkout half way, so the
+Python, notebook and config files of the rows' commit are written into the working tree first
+(`_materialise`).
+
     TSV=bench/fresh-set-11/second.tsv REFS=/work/fresh-set-11/refs python bench/score_repos.py cliplint
 """
 from __future__ import annotations
@@ -29,16 +33,56 @@ def _scorer():
     return module
 
 
+TEXT_FILES = (".py", ".pyi", ".ipynb", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini")
+
+
+def _materialise(root: Path, commit: str) -> None:
+    """Write each text file cliplint reads, as it is at `commit`, where the checkout left it absent or stale."""
+    listing = subprocess.run(["git", "-C", str(root), "ls-tree", "-r", "-z", commit],
+                             capture_output=True, check=True).stdout.decode("utf-8", "replace")
+    entries = [entry.split("\t", 1) for entry in listing.split("\0") if "\t" in entry]
+    names = [name for meta, name in entries  # regular files only: a committed symlink may point anywhere
+             if meta.startswith(("100644", "100755")) and name.endswith(TEXT_FILES)]
+    batch = subprocess.Popen(["git", "-C", str(root), "cat-file", "--batch"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert batch.stdin is not None and batch.stdout is not None
+    for name in names:
+        batch.stdin.write(f"{commit}:{name}\n".encode())
+        batch.stdin.flush()
+        header = batch.stdout.readline().split()
+        if len(header) != 3:  # "<name> missing": the mirror lacks this blob
+            continue
+        data = batch.stdout.read(int(header[2]))
+        batch.stdout.read(1)
+        dest = root / name
+        if dest.is_symlink() or any(parent.is_symlink() for parent in dest.parents if root in parent.parents):
+            continue
+        if not dest.is_file() or dest.read_bytes() != data:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+    batch.stdin.close()
+    batch.wait()
+
+
+def _rows(tsv: Path) -> list[list[str]]:
+    """The labelled rows; a first line naming the columns is skipped (some sets have none)."""
+    lines = [line for line in tsv.read_text().splitlines() if line.strip()]
+    if lines and lines[0].split("\t")[0] == "repo":
+        lines = lines[1:]
+    return [line.split("\t") for line in lines]
+
+
 def main(command: str) -> None:
     shared = _scorer()
     refs = Path(os.environ["REFS"])
-    rows = [line.split("\t") for line in Path(os.environ["TSV"]).read_text().splitlines()[1:] if line.strip()]
+    rows = _rows(Path(os.environ["TSV"]))
     found = mistakes = fp = correct = 0
     by_repo = defaultdict(list)
     for row in rows:
         by_repo[row[0]].append(row)
     for repo, repo_rows in sorted(by_repo.items()):
         root = refs / repo.replace("/", "+")
+        _materialise(root, repo_rows[0][3])
         proc = subprocess.run([command, "--output-format", "json", "--isolated", "--exit-zero", "--no-cache", "."],
                               cwd=root, capture_output=True, text=True, timeout=1800)
         got = defaultdict(list)
