@@ -155,6 +155,7 @@ class NoneUnsafe(Probe):
     gradients: Optional[Name] = None
     variables: Optional[Name] = None
     pairs: bool = False
+    keyed: bool = False  # gradients and variables are dicts with the same keys (`dict(zip(weights.keys(), grads))`)
 
 
 @kind("misaligned", "CL005")

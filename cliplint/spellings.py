@@ -15,6 +15,7 @@ _PREFIXES = (
     ("tensorflow.keras.", "keras."),
     ("keras._tf_keras.keras.", "keras."),
     ("keras.api._v2.keras.", "keras."),
+    ("keras.api.", "keras."),  # Keras 3.0-3.5's public modules (`from keras.api.layers import Dense`)
     ("tf_keras.", "keras."),
     ("tensorflow.compat.v1.", "tensorflow."),
     ("tensorflow.compat.v2.", "tensorflow."),

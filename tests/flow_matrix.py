@@ -660,6 +660,10 @@ GRADIENT_SINKS = {
     "element helper, named": (["def clip_one(grad):", "    bounded = tf.clip_by_norm(grad, 1.0)",
                                "    return bounded", ""],
                               ["clipped = []", "for g in {value}:", "    clipped.append(clip_one(g))"]),
+    "index loop": ([], ["listed = {value}", "clipped = [tf.clip_by_norm(listed[i], 1.0) for i in range(len(listed))]"]),
+    "dict by variable name": ([], ["by_name = dict(zip([v.name for v in model.trainable_variables], {value}))",
+                                   "clipped = []", "for key in by_name:",
+                                   "    clipped.append(tf.clip_by_norm(by_name[key], 1.0))"]),
 }
 GRADIENT_TWIN = "clipped, _ = tf.clip_by_global_norm({value}, 1.0)"
 GRADIENT_CARRIERS = ("direct", "name", "function return", "helper parameter", "self attribute", "self method",

@@ -72,9 +72,15 @@ def tf2_aliases(text: str) -> str:
     return re.sub(r"(?<![\w.])tf\.keras\.(losses|optimizers)\.", r"tf.\1.", text)
 
 
+def keras_api(text: str) -> str:
+    """Keras 3.0-3.5's `keras.api` package for the modules imported from Keras
+    (`from keras.api.layers import Dense`, `import keras.api.backend as K`)."""
+    return re.sub(r"^(from|import) (?:tensorflow\.)?keras\.(\w)", r"\1 keras.api.\2", text, flags=re.M)
+
+
 SPELLINGS: Dict[str, Callable[[str], str]] = {
     "hoisted": hoisted, "namespaced": namespaced, "renamed": renamed, "assigned": assigned,
-    "tf2_aliases": tf2_aliases, "contrib_keras": contrib_keras}
+    "tf2_aliases": tf2_aliases, "contrib_keras": contrib_keras, "keras_api": keras_api}
 
 
 def _variants() -> List[Tuple[str, str, str]]:

@@ -60,3 +60,24 @@ def test_a_python3_file_is_never_rewritten(lines):
     except SyntaxError:
         return
     assert readable(text) is None
+
+
+def test_a_print_statement_continued_over_lines_keeps_the_file_readable():
+    """`print '... # game: %d' \\` then `% (...)` on the next line (async RL agents of 2016): the
+    `#` is inside the string, the statement goes on, and the rest of the file is still linted."""
+    text = textwrap.dedent("""\
+        import tensorflow as tf
+
+        def report(step, reward):
+            print '\\nstep: %d, # game: %d' \\
+                % (step, reward)
+            print ("reward",
+                   reward)
+            print "done", (step,
+                           reward)
+            return tf.log(tf.nn.softmax(reward))
+    """)
+    rewritten, lines = readable(text)
+    assert lines == [4, 8]
+    assert rewritten.splitlines()[3] == "    _printed = '\\nstep: %d, # game: %d' \\"
+    compile(rewritten, "report.py", "exec")

@@ -111,6 +111,30 @@ def test_cl005_none_raises_and_misalignment_is_silent(verified):
     assert "v1 got v2's gradient" in misaligned["evidence"] and "raised nothing" in misaligned["evidence"]
 
 
+KEYED = textwrap.dedent("""\
+    import tensorflow as tf
+
+    def inner_update(weights, loss, alpha=0.01):
+        grads = dict(zip(weights.keys(), tf.gradients(loss, list(weights.values()))))
+        return dict(zip(weights.keys(), [weights[key] - alpha * grads[key] for key in weights.keys()]))
+
+    def indexed(model, tape, loss):
+        grads = tape.gradient(loss, model.trainable_variables)
+        for i in range(len(grads)):
+            grads[i] = grads[i] * 0.5
+        return grads
+""")
+
+
+def test_cl005_gradients_read_by_key_raise_on_none():
+    """MAML's dict of gradients keyed like the weights, and a list indexed in turn: the worker
+    binds the dict by the weights' keys, and one None raises where every tensor runs."""
+    found = verdicts("keyed.py", KEYED)
+    for line in (5, 10):
+        assert found[("CL005", line)]["verdict"] == "confirmed", found
+        assert "with every gradient a tensor it runs" in found[("CL005", line)]["evidence"]
+
+
 def _finding(source):
     findings, _ = lint_module("x.py", textwrap.dedent(source), RULES)
     assert findings, source

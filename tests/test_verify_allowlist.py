@@ -52,6 +52,12 @@ def test_side_effects_stay_off_the_list(spelled):
     assert not allowlist.allowed(spelled)
 
 
+@pytest.mark.parametrize("spelled", ["keras.api.layers.Dense", "keras.api._v2.keras.layers.Dense",
+                                     "keras._tf_keras.keras.layers.Dense", "tensorflow.keras.layers.Dense"])
+def test_keras_spellings_fold_onto_the_flavour_the_worker_runs(spelled):
+    assert allowlist.entry(spelled) == "keras.layers.Dense"
+
+
 @pytest.mark.parametrize("spelled, keras", [("tensorflow.losses.SparseCategoricalCrossentropy",
                                              "SparseCategoricalCrossentropy"),
                                             ("tensorflow.optimizers.Adam", "Adam")])

@@ -237,7 +237,7 @@ class Gradients:
         """Is this name one element of a gradient list, bound by a loop or comprehension? Also
         `gv[0]`: the gradient of a `(grad, var)` pair bound to one name."""
         if isinstance(use, cst.Subscript):
-            return self._pair_gradient(use)
+            return self._pair_gradient(use) or self._keyed_gradient(use)
         if not isinstance(use, cst.Name):
             return None
         binding = self.flow.binding_of(use)
@@ -262,6 +262,40 @@ class Gradients:
             return None
         grads = self.gradient_list(binding.value)
         return (grads, binding) if grads is not None and grads.pairs else None
+
+    def _keyed_gradient(self, item: cst.Subscript) -> Optional[Tuple[GradList, Binding]]:
+        """`grads[k]` with `k` bound by a loop: an entry of a gradient list indexed in turn (`for i
+        in range(len(grads))`), or of a dict of gradients keyed like the variables (MAML's
+        `dict(zip(weights.keys(), grads))` read as `grads[key] for key in weights.keys()`). The
+        binding returned is the key's: its loop is what runs on every entry."""
+        key = loop_key(item)
+        binding = self.flow.binding_of(key) if key is not None else None
+        if binding is None or binding.kind != "iter" or binding.value is None:
+            return None
+        grads = self.keyed_gradients(item.value)
+        return (grads, binding) if grads is not None else None
+
+    def keyed_gradients(self, container: cst.BaseExpression) -> Optional[GradList]:
+        """The gradients a container indexed by key holds: a plain gradient list, or a dict made
+        from one (`dict(zip(keys, grads))`, `{k: g for k, g in zip(keys, grads)}`)."""
+        grads = self.gradient_list(container)
+        if grads is not None:
+            return None if grads.pairs else grads
+        value = self.flow.value_of(container)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict" \
+                and len(value.args) == 1 and not value.args[0].star:
+            value = value.args[0].value  # dict(zip(keys, grads)): the (key, gradient) pairs
+        elif isinstance(value, cst.DictComp) and value.for_in.inner_for_in is None \
+                and isinstance(value.value, cst.Name):  # {k: g for k, g in zip(keys, grads)}
+            element = self.element_of(value.for_in.iter, value.for_in.target)
+            return element[0] if element is not None and element[1][0] == value.value.value else None
+        else:
+            return None
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "zip" \
+                and len(value.args) == 2 and not any(a.star for a in value.args):
+            grads = self.gradient_list(value.args[1].value)
+            return grads if grads is not None and not grads.pairs else None
+        return None
 
     def element_taken(self, use: cst.BaseExpression, result: cst.CSTNode) -> Optional[Element]:
         """The gradient element `use` is, where `result` (what is made of it) lands: `use` itself
@@ -327,6 +361,14 @@ class Gradients:
             if isinstance(anc, (cst.FunctionDef, cst.Lambda)):
                 return False
         return False
+
+
+def loop_key(item: cst.Subscript) -> Optional[cst.Name]:
+    """`k` in `c[k]`: a subscript by one plain name (a loop's key, when a loop binds it)."""
+    if len(item.slice) != 1 or not isinstance(item.slice[0].slice, cst.Index):
+        return None
+    key = item.slice[0].slice.value
+    return key if isinstance(key, cst.Name) else None
 
 
 def _unzipped(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

@@ -8,7 +8,7 @@ import libcst as cst
 from ..analysis import Context
 from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
-from ..flow.gradients import GradList
+from ..flow.gradients import GradList, loop_key
 from ..flow.nodes import target_names, tests_none, walk
 from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
 from ..probes import Misaligned, Name, NoneUnsafe
@@ -54,6 +54,28 @@ def _tensor_op(ctx: Context, node: cst.CSTNode) -> Optional[str]:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         return "negation"
     return None
+
+
+def _keyed_by(ctx: Context, use: cst.Name) -> Optional[cst.Subscript]:
+    """`grads[key]` when `use` is the `key` it is subscripted by."""
+    index = ctx.parent.get(use)
+    element = ctx.parent.get(index) if isinstance(index, cst.Index) else None
+    item = ctx.parent.get(element) if isinstance(element, cst.SubscriptElement) else None
+    return item if isinstance(item, cst.Subscript) and loop_key(item) is use else None
+
+
+def _keyed_roles(ctx: Context, item: cst.Subscript, binding) -> dict:
+    """What the verifier binds for `grads[key]`: the container, as a list when the loop counts
+    through it (`range(len(grads))`), as a dict keyed like the variables dict the loop's keys come
+    from (`weights` of `for key in weights.keys()`) when it was made from one."""
+    container = Name(ctx.text(item.value))
+    if ctx.flow.gradients.gradient_list(item.value) is not None:
+        return {"gradients": container}
+    keys = binding.value
+    if isinstance(keys, cst.Call) and isinstance(keys.func, cst.Attribute) and keys.func.attr.value == "keys":
+        keys = keys.func.value
+    variables = Name(ctx.text(keys)) if isinstance(keys, (cst.Name, cst.Attribute)) else None
+    return {"gradients": container, "variables": variables, "keyed": True}
 
 
 def _called(ctx: Context, attribute: cst.Attribute) -> cst.CSTNode:
@@ -162,8 +184,22 @@ class UnfilteredNoneGradients(Rule):
         "import tensorflow.compat.v1 as tf\ntower_grads = [opt.compute_gradients(loss) for loss in losses]\n"
         "for grad_and_vars in zip(*tower_grads):\n    if grad_and_vars[0][0] is not None:\n"
         "        for g, _ in grad_and_vars:\n            tf.expand_dims(g, 0)\n",
+        # MAML's fast weights, each gradient tested by its key
+        "import tensorflow as tf\n"
+        "grads = dict(zip(weights.keys(), tf.gradients(loss, list(weights.values()))))\n"
+        "fast = {k: weights[k] - 0.01 * grads[k] if grads[k] is not None else weights[k] for k in weights.keys()}\n",
     ]
     INVALID = [
+        # MAML's fast weights: a dict of gradients keyed like the weights, read by key
+        Invalid("import tensorflow as tf\n"
+                "grads = dict(zip(weights.keys(), tf.gradients(loss, list(weights.values()))))\n"
+                "fast = dict(zip(weights.keys(), [weights[k] - 0.01 * grads[k] for k in weights.keys()]))\n", 3,
+                "Attempt to convert", "warning"),
+        # the list indexed in turn
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "for i in range(len(grads)):\n    grads[i] = tf.clip_by_value(grads[i], -1.0, 1.0)\n", 4,
+                None, "warning"),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
@@ -239,9 +275,14 @@ class UnfilteredNoneGradients(Rule):
         loop_names |= {p.name.value for lam in ctx.nodes(cst.Lambda) for p in lam.params.params}
         for use in (n for n in ctx.nodes(cst.Name) if n.value in loop_names):  # the file's own, not a linked module's
             element_node: cst.BaseExpression = use
+            guarded_name: cst.Name = use  # what an `is not None` test names
             parent = ctx.parent.get(use)
             if isinstance(parent, cst.Subscript) and parent.value is use:  # `gv[0]` of a (grad, var) pair
                 element_node, parent = parent, ctx.parent.get(parent)
+            keyed = _keyed_by(ctx, use)
+            if keyed is not None:  # `grads[key]`, the loop binding `key`
+                element_node, parent = keyed, ctx.parent.get(keyed)
+                guarded_name = keyed.value if isinstance(keyed.value, cst.Name) else use
             op_node = ctx.parent.get(parent) if isinstance(parent, cst.Arg) else parent
             op = _tensor_op(ctx, op_node) if op_node is not None else None
             error = NONE_ERROR
@@ -255,9 +296,11 @@ class UnfilteredNoneGradients(Rule):
                 continue
             grads, binding = element
             if binding.owner in reported or not grads.may_hold_none or grads.filtered \
-                    or ctx.flow.none_guarded(use, binding) or not self._of_variables(ctx, grads):
+                    or ctx.flow.none_guarded(guarded_name, binding) or not self._of_variables(ctx, grads):
                 continue
             reported.add(binding.owner)
+            roles = probe_roles(ctx.flow.gradients, binding.value) if keyed is None \
+                else _keyed_roles(ctx, keyed, binding)
             raised = f"`{error}`" + (f" ({GRAPH_NONE_ERROR})" if error == NONE_ERROR else "")
             yield Report(op_node, (
                 f"{op} is applied to every gradient with no `None` check: {_none_source(ctx, grads)} None for "
@@ -265,7 +308,7 @@ class UnfilteredNoneGradients(Rule):
                 f"then raises {raised} Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
                 probe=NoneUnsafe(ctx.flow.snippet(loop_node(ctx.flow, binding.owner)), appended_lists(binding.owner),
-                                 **probe_roles(ctx.flow.gradients, binding.value)))
+                                 **roles))
 
     @staticmethod
     def _of_variables(ctx: Context, grads: GradList) -> bool:
@@ -274,6 +317,13 @@ class UnfilteredNoneGradients(Rule):
         if grads.sources is None:
             return True
         value = ctx.flow.value_of(grads.sources)
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Name) \
+                and value.func.value in ("list", "tuple") and len(value.args) == 1:  # `list(weights.values())`
+            value = ctx.flow.value_of(value.args[0].value)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "values":
+            value = ctx.flow.value_of(value.func.value)  # `weights.values()`: the dict's name says what it holds
+            return not isinstance(value, (cst.Name, cst.Attribute)) or any(
+                word in ctx.text(value).lower() for word in VARIABLE_GETTERS)
         if isinstance(value, cst.Call):
             func = value.func
             name: str = ctx.call_name(value) or (func.attr.value if isinstance(func, cst.Attribute)

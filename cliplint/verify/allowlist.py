@@ -170,7 +170,8 @@ DROPPED_KEYWORDS = frozenset({"name", "metrics", "weighted_metrics", "verbose", 
 FLOAT_STRINGS = frozenset({"inf", "+inf", "-inf", "infinity", "-infinity", "nan"})
 
 # Spellings of the Keras namespace, folded onto `keras.` (the flavour the worker runs).
-_KERAS_SPELLINGS = ("tensorflow.keras.", "tf_keras.", "keras.api._v2.keras.", "keras._tf_keras.keras.")
+_KERAS_SPELLINGS = ("tensorflow.keras.", "tf_keras.", "keras.api._v2.keras.", "keras._tf_keras.keras.",
+                    "keras.api.")  # last: Keras 3.0-3.5's `keras.api.layers` is `keras.layers`
 _TF2 = "tensorflow.compat.v2."  # the very module `tensorflow` is in TF 2
 
 

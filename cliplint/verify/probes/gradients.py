@@ -34,8 +34,15 @@ from .common import (
 def _gradient_stand_ins(probe: dict, grads, variables, assumptions) -> dict:
     bound: Dict[str, object] = {}
     listed = list(zip(grads, variables)) if probe.get("pairs") else grads
+    given = variables
+    if probe.get("keyed"):  # `dict(zip(weights.keys(), grads))`: both by the variables' names
+        keys = [f"w{index}" for index in range(len(variables))]
+        listed, given = dict(zip(keys, grads)), dict(zip(keys, variables))
     bind_expression(probe.get("gradients"), listed, bound, assumptions, variables)
-    bind_expression(probe.get("variables"), variables, bound, assumptions, variables)
+    bind_expression(probe.get("variables"), given, bound, assumptions, variables)
+    if probe.get("keyed") and probe.get("variables"):  # layer 1 made `weights.keys` a stand-in name
+        for method in ("keys", "values", "items"):
+            bound[bound_name(f"{probe['variables']}.{method}")] = getattr(given, method)
     for name in probe.get("appends", []):
         bound[bound_name(name)] = []
     return bound
