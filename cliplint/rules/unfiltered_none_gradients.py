@@ -190,16 +190,6 @@ class UnfilteredNoneGradients(Rule):
         "fast = {k: weights[k] - 0.01 * grads[k] if grads[k] is not None else weights[k] for k in weights.keys()}\n",
     ]
     INVALID = [
-        # MAML's fast weights: a dict of gradients keyed like the weights, read by key
-        Invalid("import tensorflow as tf\n"
-                "grads = dict(zip(weights.keys(), tf.gradients(loss, list(weights.values()))))\n"
-                "fast = dict(zip(weights.keys(), [weights[k] - 0.01 * grads[k] for k in weights.keys()]))\n", 3,
-                "Attempt to convert", "warning"),
-        # the list indexed in turn
-        Invalid("import tensorflow as tf\n"
-                "grads = tape.gradient(loss, model.trainable_variables)\n"
-                "for i in range(len(grads)):\n    grads[i] = tf.clip_by_value(grads[i], -1.0, 1.0)\n", 4,
-                None, "warning"),
         Invalid("import tensorflow as tf\n"
                 "grads = tape.gradient(loss, model.trainable_variables)\n"
                 "grads = [tf.clip_by_norm(g, 1.0) for g in grads]\n", 3, "Attempt to convert", "warning"),
@@ -257,6 +247,16 @@ class UnfilteredNoneGradients(Rule):
                 "grads_and_vars = adam.compute_gradients(loss, var_list=my_vars)\n"
                 "clipped = [tf.clip_by_value(g, -.1, .1) for g, _ in grads_and_vars]\n", 4, "Attempt to convert",
                 "warning"),
+        # MAML's fast weights: a dict of gradients keyed like the weights, read by key
+        Invalid("import tensorflow as tf\n"
+                "grads = dict(zip(weights.keys(), tf.gradients(loss, list(weights.values()))))\n"
+                "fast = dict(zip(weights.keys(), [weights[k] - 0.01 * grads[k] for k in weights.keys()]))\n", 3,
+                "Attempt to convert", "warning"),
+        # the list indexed in turn
+        Invalid("import tensorflow as tf\n"
+                "grads = tape.gradient(loss, model.trainable_variables)\n"
+                "for i in range(len(grads)):\n    grads[i] = tf.clip_by_value(grads[i], -1.0, 1.0)\n", 4,
+                None, "warning"),
     ]
 
     def could_fire(self, facts: Facts) -> bool:
