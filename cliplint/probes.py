@@ -143,6 +143,7 @@ class PerTensor(Probe):
     gradients: Optional[Name] = None
     variables: Optional[Name] = None
     pairs: bool = False
+    keyed: bool = False  # as NoneUnsafe's
     helper: Optional[Name] = None  # the loop calls a helper returning `clip` (`clip(g)`) ...
     parameter: Optional[Name] = None  # ... whose parameter the clip takes (`g` of `def clip(g)`)
 

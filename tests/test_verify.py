@@ -135,6 +135,28 @@ def test_cl005_gradients_read_by_key_raise_on_none():
         assert "with every gradient a tensor it runs" in found[("CL005", line)]["evidence"]
 
 
+PER_TENSOR_KEYED = textwrap.dedent("""\
+    import tensorflow as tf
+
+    def indexed(model, tape, loss, optimizer):
+        listed = tape.gradient(loss, model.trainable_variables)
+        clipped = [tf.clip_by_norm(listed[i], 1.0) for i in range(len(listed))]
+        optimizer.apply_gradients(zip(clipped, model.trainable_variables))
+
+    def by_name(model, tape, loss, optimizer):
+        named = dict(zip([v.name for v in model.trainable_variables], tape.gradient(loss, model.trainable_variables)))
+        clipped = [tf.clip_by_norm(named[key], 1.0) for key in named]
+        optimizer.apply_gradients(zip(clipped, model.trainable_variables))
+""")
+
+
+def test_cl003_per_tensor_clip_of_gradients_read_by_key_is_confirmed():
+    """The same probe roles for every rule that replays the loop (`flow.snippets.element_roles`)."""
+    found = verdicts("per_tensor.py", PER_TENSOR_KEYED)
+    for line in (5, 10):
+        assert found[("CL003", line)]["verdict"] == "confirmed", found
+
+
 def _finding(source):
     findings, _ = lint_module("x.py", textwrap.dedent(source), RULES)
     assert findings, source

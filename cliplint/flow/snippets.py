@@ -10,7 +10,7 @@ import libcst as cst
 
 from ..probes import Name, Snippet
 from .constants import UNKNOWN, constant
-from .gradients import Gradients, GradList
+from .gradients import Gradients, GradList, loop_key
 from .local import Dataflow
 from .nodes import grandparent, walk
 
@@ -69,6 +69,12 @@ class Roles(TypedDict, total=False):
     pairs: bool
 
 
+class ElementRoles(Roles, total=False):
+    """`Roles` of a loop's element, for the probes that replay the loop (`NoneUnsafe`, `PerTensor`)."""
+
+    keyed: bool  # the gradients and variables are dicts with the same keys
+
+
 def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) -> Roles:
     """Which expressions of a loop's iterable the verifier must bind to stand-in gradients and
     variables: `grads` in `for g in grads`, both in `zip(grads, model.trainable_variables)`."""
@@ -86,6 +92,26 @@ def probe_roles(gradients: Gradients, iterable: Optional[cst.BaseExpression]) ->
         return roles
     grads = gradients.gradient_list(iterable)
     return Roles(gradients=Name(gradients.ctx.text(iterable)), variables=None, pairs=bool(grads and grads.pairs))
+
+
+def element_roles(gradients: Gradients, element: cst.BaseExpression,
+                  iterable: Optional[cst.BaseExpression]) -> ElementRoles:
+    """`probe_roles` for one gradient element a loop reads: by its loop's iterable, or, for
+    `grads[key]` (`Gradients._keyed_gradient`), the container itself, as a list when the loop
+    counts through it (`range(len(grads))`) or as a dict keyed like the variables dict the loop's
+    keys come from (`weights` of `for key in weights.keys()`)."""
+    if not (isinstance(element, cst.Subscript) and loop_key(element) is not None
+            and gradients.keyed_gradients(element.value) is not None):
+        return ElementRoles(**probe_roles(gradients, iterable))
+    container = Name(gradients.ctx.text(element.value))
+    if gradients.gradient_list(element.value) is not None:
+        return ElementRoles(gradients=container)
+    keys = iterable
+    if isinstance(keys, cst.Call) and isinstance(keys.func, cst.Attribute) and keys.func.attr.value == "keys":
+        keys = keys.func.value
+    variables = Name(gradients.ctx.text(keys)) if isinstance(keys, (cst.Name, cst.Attribute)) \
+        and gradients.ctx.text(keys) != container else None  # `for key in grads`: its own keys
+    return ElementRoles(gradients=container, variables=variables, keyed=True)
 
 
 def loop_node(flow: Dataflow, owner: cst.CSTNode) -> cst.CSTNode:

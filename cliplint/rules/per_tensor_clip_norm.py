@@ -11,7 +11,7 @@ from ..findings import UNSAFE, Fix, Report
 from ..flow.carriers import collected
 from ..flow.gradients import Element, applied
 from ..flow.nodes import arg, walk
-from ..flow.snippets import appended_lists, loop_node, probe_roles
+from ..flow.snippets import appended_lists, element_roles, loop_node
 from ..probes import Name, PerTensor
 from ..replacements import renamed_callee
 from . import Invalid, Rule
@@ -213,6 +213,6 @@ class PerTensorClipNorm(Rule):
                     probe=PerTensor(ctx.flow.snippet(loop_node(ctx.flow, owner)), ctx.flow.snippet(call),
                                     Name(produced.value) if isinstance(produced, cst.Name) else None,
                                     appended_lists(owner),
-                                    **probe_roles(ctx.flow.gradients, element.binding.value),
+                                    **element_roles(ctx.flow.gradients, element.name, element.binding.value),
                                     **self._helper(ctx, call, element, tensor)),
                     fix=self._fix(ctx, call, owner))

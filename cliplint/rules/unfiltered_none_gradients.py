@@ -10,7 +10,7 @@ from ..facts import Facts
 from ..findings import UNSAFE, Fix, Report
 from ..flow.gradients import GradList, loop_key
 from ..flow.nodes import target_names, tests_none, walk
-from ..flow.snippets import appended_lists, loop_node, origin_name, probe_roles
+from ..flow.snippets import appended_lists, element_roles, loop_node, origin_name
 from ..probes import Misaligned, Name, NoneUnsafe
 from ..replacements import rebound_between, statement_line
 from . import Invalid, Rule
@@ -62,20 +62,6 @@ def _keyed_by(ctx: Context, use: cst.Name) -> Optional[cst.Subscript]:
     element = ctx.parent.get(index) if isinstance(index, cst.Index) else None
     item = ctx.parent.get(element) if isinstance(element, cst.SubscriptElement) else None
     return item if isinstance(item, cst.Subscript) and loop_key(item) is use else None
-
-
-def _keyed_roles(ctx: Context, item: cst.Subscript, binding) -> dict:
-    """What the verifier binds for `grads[key]`: the container, as a list when the loop counts
-    through it (`range(len(grads))`), as a dict keyed like the variables dict the loop's keys come
-    from (`weights` of `for key in weights.keys()`) when it was made from one."""
-    container = Name(ctx.text(item.value))
-    if ctx.flow.gradients.gradient_list(item.value) is not None:
-        return {"gradients": container}
-    keys = binding.value
-    if isinstance(keys, cst.Call) and isinstance(keys.func, cst.Attribute) and keys.func.attr.value == "keys":
-        keys = keys.func.value
-    variables = Name(ctx.text(keys)) if isinstance(keys, (cst.Name, cst.Attribute)) else None
-    return {"gradients": container, "variables": variables, "keyed": True}
 
 
 def _called(ctx: Context, attribute: cst.Attribute) -> cst.CSTNode:
@@ -299,8 +285,6 @@ class UnfilteredNoneGradients(Rule):
                     or ctx.flow.none_guarded(guarded_name, binding) or not self._of_variables(ctx, grads):
                 continue
             reported.add(binding.owner)
-            roles = probe_roles(ctx.flow.gradients, binding.value) if keyed is None \
-                else _keyed_roles(ctx, keyed, binding)
             raised = f"`{error}`" + (f" ({GRAPH_NONE_ERROR})" if error == NONE_ERROR else "")
             yield Report(op_node, (
                 f"{op} is applied to every gradient with no `None` check: {_none_source(ctx, grads)} None for "
@@ -308,7 +292,7 @@ class UnfilteredNoneGradients(Rule):
                 f"then raises {raised} Skip None entries (`if g is not None`), or use "
                 f"`tf.clip_by_global_norm`, which passes None through."), severity="warning",
                 probe=NoneUnsafe(ctx.flow.snippet(loop_node(ctx.flow, binding.owner)), appended_lists(binding.owner),
-                                 **roles))
+                                 **element_roles(ctx.flow.gradients, element_node, binding.value)))
 
     @staticmethod
     def _of_variables(ctx: Context, grads: GradList) -> bool:
